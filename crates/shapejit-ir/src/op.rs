@@ -1,0 +1,475 @@
+//! The operator set (v1).
+//!
+//! Each op documents its inputs, its attributes and its numerical tolerance
+//! (what a kernel or a JIT must match against a float64 reference).
+//!
+//! **Invariant:** [`Op::name`] is the lowercase opcode used in `.sjir` and in the
+//! bytecode listing, and is unique per variant (unary/binary/reduce ops use the
+//! inner op's name).
+
+use crate::dtype::DType;
+use crate::graph::Graph;
+use crate::tensor::Tensor;
+
+/// Elementwise unary ops. Tolerance: exact for neg/abs/relu/not/clip;
+/// ≤ 4 ulp-ish relative (1e-6) for the transcendental ones.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UnaryOp {
+    /// `-x`
+    Neg,
+    /// `|x|`
+    Abs,
+    /// `e^x`
+    Exp,
+    /// natural log
+    Log,
+    /// square root
+    Sqrt,
+    /// `1/x`
+    Reciprocal,
+    /// hyperbolic tangent
+    Tanh,
+    /// `1/(1+e^-x)`
+    Sigmoid,
+    /// `max(x, 0)`
+    Relu,
+    /// `x if x >= 0 else alpha*x`
+    LeakyRelu {
+        /// slope for negative inputs
+        alpha: f32,
+    },
+    /// `x if x >= 0 else alpha*(e^x - 1)`
+    Elu {
+        /// scale for negative inputs
+        alpha: f32,
+    },
+    /// Gaussian error linear unit.
+    Gelu {
+        /// `true`: the tanh approximation; `false`: the exact erf form.
+        tanh_approx: bool,
+    },
+    /// error function
+    Erf,
+    /// `min(max(x, min), max)`
+    Clip {
+        /// lower bound
+        min: f32,
+        /// upper bound
+        max: f32,
+    },
+    /// logical not (bool)
+    Not,
+}
+
+impl UnaryOp {
+    /// The opcode name.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Reciprocal => "reciprocal",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Relu => "relu",
+            UnaryOp::LeakyRelu { .. } => "leaky_relu",
+            UnaryOp::Elu { .. } => "elu",
+            UnaryOp::Gelu { .. } => "gelu",
+            UnaryOp::Erf => "erf",
+            UnaryOp::Clip { .. } => "clip",
+            UnaryOp::Not => "not",
+        }
+    }
+}
+
+/// Elementwise binary ops with NumPy broadcasting. Arithmetic ops keep the input
+/// dtype; comparisons output bool; `and`/`or` take and give bool.
+/// Tolerance: exact (IEEE) except `pow` (1e-6 relative).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b` (integer division truncates toward zero)
+    Div,
+    /// `a ^ b`
+    Pow,
+    /// elementwise maximum
+    Max,
+    /// elementwise minimum
+    Min,
+    /// logical and
+    And,
+    /// logical or
+    Or,
+    /// `a == b`
+    Eq,
+    /// `a < b`
+    Lt,
+    /// `a <= b`
+    Le,
+    /// `a > b`
+    Gt,
+    /// `a >= b`
+    Ge,
+}
+
+impl BinaryOp {
+    /// All binary ops.
+    pub const ALL: [BinaryOp; 14] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Pow,
+        BinaryOp::Max,
+        BinaryOp::Min,
+        BinaryOp::And,
+        BinaryOp::Or,
+        BinaryOp::Eq,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+    ];
+
+    /// The opcode name.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Max => "max",
+            BinaryOp::Min => "min",
+            BinaryOp::And => "and",
+            BinaryOp::Or => "or",
+            BinaryOp::Eq => "eq",
+            BinaryOp::Lt => "lt",
+            BinaryOp::Le => "le",
+            BinaryOp::Gt => "gt",
+            BinaryOp::Ge => "ge",
+        }
+    }
+
+    /// True for comparisons (output bool).
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinaryOp::Eq | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge)
+    }
+
+    /// True for logical ops (bool in, bool out).
+    pub fn is_logical(self) -> bool {
+        matches!(self, BinaryOp::And | BinaryOp::Or)
+    }
+}
+
+/// Reductions over axes. Tolerance: sum/mean 1e-5 relative (summation order),
+/// max/min exact, prod 1e-5 relative.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// sum
+    Sum,
+    /// arithmetic mean
+    Mean,
+    /// maximum
+    Max,
+    /// minimum
+    Min,
+    /// product
+    Prod,
+}
+
+impl ReduceOp {
+    /// The opcode name (`reduce_sum`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "reduce_sum",
+            ReduceOp::Mean => "reduce_mean",
+            ReduceOp::Max => "reduce_max",
+            ReduceOp::Min => "reduce_min",
+            ReduceOp::Prod => "reduce_prod",
+        }
+    }
+}
+
+/// 2-D window parameters shared by conv and pooling (NCHW layout).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Window2d {
+    /// kernel height and width (for conv: taken from the weight shape; kept here for pools)
+    pub kernel: [usize; 2],
+    /// strides along H and W
+    pub strides: [usize; 2],
+    /// padding: top, left, bottom, right
+    pub pads: [usize; 4],
+    /// dilations along H and W
+    pub dilations: [usize; 2],
+}
+
+/// One operation of the graph.
+///
+/// Inputs are listed per variant; optional trailing inputs may be omitted.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// Elementwise unary op. Inputs: `x`.
+    Unary(UnaryOp),
+    /// Elementwise binary op with broadcasting. Inputs: `a`, `b`.
+    Binary(BinaryOp),
+    /// `cond ? x : y` with broadcasting. Inputs: `cond` (bool), `x`, `y`.
+    Where,
+    /// Converts dtype. Inputs: `x`. Float→int truncates toward zero.
+    Cast {
+        /// target dtype
+        to: DType,
+    },
+    /// Batched matrix product with broadcast batch dims (NumPy `matmul`); rank-1
+    /// operands are promoted and the added dim removed. Inputs: `a`, `b`.
+    /// Tolerance: 1e-5 relative to `sum |a||b|`.
+    MatMul,
+    /// `alpha * op(a) @ op(b) + beta * c` on rank-2 `a`, `b`; `c` broadcasts.
+    /// Inputs: `a`, `b`, optional `c`.
+    Gemm {
+        /// scale of the product
+        alpha: f32,
+        /// scale of `c`
+        beta: f32,
+        /// transpose `a` first
+        trans_a: bool,
+        /// transpose `b` first
+        trans_b: bool,
+    },
+    /// Reduction over `axes` (negative counts from the end; empty = all axes).
+    /// Inputs: `x`.
+    Reduce {
+        /// which reduction
+        op: ReduceOp,
+        /// axes to reduce
+        axes: Vec<i64>,
+        /// keep reduced axes as size 1
+        keepdims: bool,
+    },
+    /// Softmax along one axis. Inputs: `x`. Tolerance 1e-6 absolute.
+    Softmax {
+        /// the axis (negative counts from the end)
+        axis: i64,
+    },
+    /// Log-softmax along one axis. Inputs: `x`. Tolerance 1e-5 absolute.
+    LogSoftmax {
+        /// the axis (negative counts from the end)
+        axis: i64,
+    },
+    /// Layer normalization over the dims from `axis` to the end.
+    /// Inputs: `x`, `scale`, optional `bias`. Tolerance 1e-5 relative.
+    LayerNorm {
+        /// first normalized axis
+        axis: i64,
+        /// added to the variance
+        epsilon: f32,
+    },
+    /// Inference batch norm over channel axis 1.
+    /// Inputs: `x`, `scale`, `bias`, `mean`, `var`.
+    BatchNorm {
+        /// added to the variance
+        epsilon: f32,
+    },
+    /// Reshape to the contents of an i64 shape tensor; `0` copies the input dim
+    /// (unless `allowzero`), `-1` is inferred. Inputs: `data`, `shape`.
+    Reshape {
+        /// a `0` in the shape means a zero-size dim
+        allowzero: bool,
+    },
+    /// Permutes dims. Inputs: `x`.
+    Transpose {
+        /// output dim `i` is input dim `perm[i]`
+        perm: Vec<usize>,
+    },
+    /// Removes size-1 dims (`axes` empty: all of them). Inputs: `x`.
+    Squeeze {
+        /// axes to remove
+        axes: Vec<i64>,
+    },
+    /// Inserts size-1 dims at `axes` (of the output). Inputs: `x`.
+    Unsqueeze {
+        /// output positions of the new dims
+        axes: Vec<i64>,
+    },
+    /// Flattens to 2-D: dims before `axis` and from `axis`. Inputs: `x`.
+    Flatten {
+        /// split point
+        axis: i64,
+    },
+    /// Concatenates along an axis. Inputs: one or more tensors.
+    Concat {
+        /// the axis
+        axis: i64,
+    },
+    /// Splits along an axis into `sizes.len()` outputs. Inputs: `x`.
+    Split {
+        /// the axis
+        axis: i64,
+        /// output sizes along the axis (sum = input dim)
+        sizes: Vec<i64>,
+    },
+    /// Strided slice (ONNX semantics: negative indices count from the end,
+    /// out-of-range clamped, negative steps go backwards). Inputs: `x`.
+    Slice {
+        /// start index per listed axis
+        starts: Vec<i64>,
+        /// end index (exclusive) per listed axis
+        ends: Vec<i64>,
+        /// the axes (same length as starts)
+        axes: Vec<i64>,
+        /// steps (non-zero)
+        steps: Vec<i64>,
+    },
+    /// Gathers along an axis with i64/i32 indices (negative wrap).
+    /// Inputs: `data`, `indices`.
+    Gather {
+        /// the axis of `data`
+        axis: i64,
+    },
+    /// Broadcasts to a shape (bidirectional, as ONNX Expand). Inputs: `x`, `shape` (i64).
+    Expand,
+    /// Repeats along each axis. Inputs: `x`, `repeats` (i64, one per dim).
+    Tile,
+    /// Constant padding. Inputs: `x`.
+    Pad {
+        /// begins for every axis, then ends for every axis (ONNX order); may be negative
+        pads: Vec<i64>,
+        /// fill value
+        value: f32,
+    },
+    /// The input's shape as i64, dims `start..end`. Inputs: `x`.
+    Shape {
+        /// first dim (negative counts from the end)
+        start: i64,
+        /// one past the last dim; `None` = rank
+        end: Option<i64>,
+    },
+    /// Element count as an i64 scalar. Inputs: `x`.
+    Size,
+    /// A constant tensor (weights are constants). No inputs.
+    Constant {
+        /// the value
+        value: Tensor,
+    },
+    /// A tensor of the given shape filled with a scalar. Inputs: `shape` (i64).
+    ConstantOfShape {
+        /// the scalar fill value (rank 0 or one element)
+        value: Tensor,
+    },
+    /// `start, start+delta, ...` up to `limit` (exclusive). Inputs: scalar
+    /// `start`, `limit`, `delta` of one dtype.
+    Range,
+    /// 2-D convolution, NCHW. Inputs: `x`, `w` (`[C_out, C_in/groups, kH, kW]`), optional `b`.
+    /// Tolerance: 1e-5 relative.
+    Conv2d {
+        /// strides, pads and dilations (`kernel` is `w`'s spatial shape)
+        window: Window2d,
+        /// channel groups
+        groups: usize,
+    },
+    /// 2-D max pooling, NCHW; padding never wins. Inputs: `x`.
+    MaxPool2d {
+        /// window geometry
+        window: Window2d,
+        /// round output size up instead of down
+        ceil_mode: bool,
+    },
+    /// 2-D average pooling, NCHW. Inputs: `x`.
+    AvgPool2d {
+        /// window geometry
+        window: Window2d,
+        /// round output size up instead of down
+        ceil_mode: bool,
+        /// count padded cells in the divisor
+        count_include_pad: bool,
+    },
+    /// Mean over H and W, keeping them as size 1. Inputs: `x` (NCHW).
+    GlobalAvgPool,
+    /// Returns its input. Inputs: `x`.
+    Identity,
+    /// Runs one of two sub-graphs. Inputs: `cond` (bool, one element), then the
+    /// captured values, which both branches take as their inputs in order.
+    /// Outputs: the branch's outputs (both branches agree on dtype and rank).
+    If {
+        /// run when `cond` is true
+        then_branch: Box<Graph>,
+        /// run when `cond` is false
+        else_branch: Box<Graph>,
+    },
+    /// A loop. Inputs: `max_trip` (i64 scalar; empty-shape `-1` = unbounded is not
+    /// allowed: use a large count), `cond` (bool), `n_carried` loop-carried values,
+    /// then captured values. The body takes `iter` (i64 scalar), `cond`, the carried
+    /// values, the captured values; it returns `cond`, the new carried values, then
+    /// scan outputs (stacked along a new axis 0). Outputs: final carried values,
+    /// then the stacked scan outputs.
+    Loop {
+        /// the loop body
+        body: Box<Graph>,
+        /// number of loop-carried values
+        n_carried: usize,
+    },
+}
+
+impl Op {
+    /// The lowercase opcode name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Unary(u) => u.name(),
+            Op::Binary(b) => b.name(),
+            Op::Where => "where",
+            Op::Cast { .. } => "cast",
+            Op::MatMul => "matmul",
+            Op::Gemm { .. } => "gemm",
+            Op::Reduce { op, .. } => op.name(),
+            Op::Softmax { .. } => "softmax",
+            Op::LogSoftmax { .. } => "log_softmax",
+            Op::LayerNorm { .. } => "layer_norm",
+            Op::BatchNorm { .. } => "batch_norm",
+            Op::Reshape { .. } => "reshape",
+            Op::Transpose { .. } => "transpose",
+            Op::Squeeze { .. } => "squeeze",
+            Op::Unsqueeze { .. } => "unsqueeze",
+            Op::Flatten { .. } => "flatten",
+            Op::Concat { .. } => "concat",
+            Op::Split { .. } => "split",
+            Op::Slice { .. } => "slice",
+            Op::Gather { .. } => "gather",
+            Op::Expand => "expand",
+            Op::Tile => "tile",
+            Op::Pad { .. } => "pad",
+            Op::Shape { .. } => "shape",
+            Op::Size => "size",
+            Op::Constant { .. } => "constant",
+            Op::ConstantOfShape { .. } => "constant_of_shape",
+            Op::Range => "range",
+            Op::Conv2d { .. } => "conv2d",
+            Op::MaxPool2d { .. } => "max_pool2d",
+            Op::AvgPool2d { .. } => "avg_pool2d",
+            Op::GlobalAvgPool => "global_avg_pool",
+            Op::Identity => "identity",
+            Op::If { .. } => "if",
+            Op::Loop { .. } => "loop",
+        }
+    }
+
+    /// True for elementwise ops (unary, binary, where, cast): candidates for fusion.
+    pub fn is_elementwise(&self) -> bool {
+        matches!(self, Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast { .. })
+    }
+
+    /// The sub-graphs of a control-flow op.
+    pub fn subgraphs(&self) -> Vec<&Graph> {
+        match self {
+            Op::If { then_branch, else_branch } => vec![then_branch, else_branch],
+            Op::Loop { body, .. } => vec![body],
+            _ => Vec::new(),
+        }
+    }
+}

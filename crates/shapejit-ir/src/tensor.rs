@@ -1,0 +1,200 @@
+//! Concrete tensors: a dtype, a known shape and contiguous row-major bytes.
+//!
+//! Storage is a [`bytes::Bytes`], so a tensor can own a `Vec`, or borrow a
+//! memory-mapped file region without copying it.
+//!
+//! **Invariant:** `data.len() == numel * dtype.size()` and the data pointer is
+//! aligned to the dtype's size (constructors check both).
+
+use crate::dtype::{DType, Element};
+use bytes::Bytes;
+use std::fmt;
+
+/// An error building or viewing a tensor.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TensorError {
+    /// The data length does not match the shape.
+    #[error("tensor of shape {shape:?} and dtype {dtype} needs {expected} bytes, got {actual}")]
+    SizeMismatch {
+        /// The shape asked for.
+        shape: Vec<usize>,
+        /// The dtype asked for.
+        dtype: DType,
+        /// Bytes needed.
+        expected: usize,
+        /// Bytes given.
+        actual: usize,
+    },
+    /// The element count overflows `usize`.
+    #[error("tensor shape {0:?} has too many elements")]
+    TooLarge(Vec<usize>),
+    /// Viewing the data as another dtype.
+    #[error("tensor has dtype {actual}, not {expected}")]
+    WrongDType {
+        /// The dtype asked for.
+        expected: DType,
+        /// The tensor's dtype.
+        actual: DType,
+    },
+    /// The storage is not aligned for the dtype.
+    #[error("tensor data is not aligned for {0}")]
+    Misaligned(DType),
+}
+
+/// A dense tensor with a known shape.
+#[derive(Clone, PartialEq)]
+pub struct Tensor {
+    dtype: DType,
+    shape: Vec<usize>,
+    data: Bytes,
+}
+
+struct VecOwner<T: crate::dtype::PlainData>(Vec<T>);
+
+impl<T: crate::dtype::PlainData> AsRef<[u8]> for VecOwner<T> {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `T` is a plain numeric (or bool) type with no padding; any of its
+        // bytes are initialized, and the length covers exactly the vector's elements.
+        unsafe {
+            std::slice::from_raw_parts(self.0.as_ptr().cast::<u8>(), std::mem::size_of_val(&self.0[..]))
+        }
+    }
+}
+
+/// Element count of a shape, or `None` on overflow.
+pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+}
+
+impl Tensor {
+    /// A tensor that owns `data`, laid out row-major in `shape`.
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor, TensorError> {
+        let numel = checked_numel(shape).ok_or_else(|| TensorError::TooLarge(shape.to_vec()))?;
+        if numel != data.len() {
+            return Err(TensorError::SizeMismatch {
+                shape: shape.to_vec(),
+                dtype: T::DTYPE,
+                expected: numel * T::DTYPE.size(),
+                actual: data.len() * T::DTYPE.size(),
+            });
+        }
+        Ok(Tensor { dtype: T::DTYPE, shape: shape.to_vec(), data: Bytes::from_owner(VecOwner(data)) })
+    }
+
+    /// A scalar (rank 0) tensor.
+    pub fn scalar<T: Element>(value: T) -> Tensor {
+        Tensor { dtype: T::DTYPE, shape: Vec::new(), data: Bytes::from_owner(VecOwner(vec![value])) }
+    }
+
+    /// A tensor of zeros.
+    pub fn zeros(dtype: DType, shape: &[usize]) -> Result<Tensor, TensorError> {
+        let numel = checked_numel(shape).ok_or_else(|| TensorError::TooLarge(shape.to_vec()))?;
+        match dtype {
+            DType::F32 => Tensor::from_vec(vec![0f32; numel], shape),
+            DType::I32 => Tensor::from_vec(vec![0i32; numel], shape),
+            DType::I64 => Tensor::from_vec(vec![0i64; numel], shape),
+            DType::Bool => Tensor::from_vec(vec![false; numel], shape),
+        }
+    }
+
+    /// A tensor over existing bytes (e.g. a memory-mapped region), without copying.
+    ///
+    /// Bool data must hold only 0 and 1 bytes; other values are rejected.
+    pub fn from_bytes(dtype: DType, shape: &[usize], data: Bytes) -> Result<Tensor, TensorError> {
+        let numel = checked_numel(shape).ok_or_else(|| TensorError::TooLarge(shape.to_vec()))?;
+        let expected = numel.checked_mul(dtype.size()).ok_or_else(|| TensorError::TooLarge(shape.to_vec()))?;
+        if expected != data.len() {
+            return Err(TensorError::SizeMismatch { shape: shape.to_vec(), dtype, expected, actual: data.len() });
+        }
+        if (data.as_ptr() as usize) % dtype.size() != 0 {
+            return Err(TensorError::Misaligned(dtype));
+        }
+        if dtype == DType::Bool && data.iter().any(|&b| b > 1) {
+            return Err(TensorError::WrongDType { expected: DType::Bool, actual: DType::Bool });
+        }
+        Ok(Tensor { dtype, shape: shape.to_vec(), data })
+    }
+
+    /// Like [`Tensor::from_bytes`] but copies into aligned storage when `data` is misaligned.
+    pub fn from_bytes_or_copy(dtype: DType, shape: &[usize], data: Bytes) -> Result<Tensor, TensorError> {
+        if (data.as_ptr() as usize) % dtype.size() == 0 {
+            return Tensor::from_bytes(dtype, shape, data);
+        }
+        let words = data.len().div_ceil(8);
+        let mut buf = vec![0u64; words];
+        // SAFETY: `buf` holds at least `data.len()` bytes; u64 has no invalid bit patterns.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf.as_mut_ptr().cast::<u8>(), data.len()) };
+        let len = data.len();
+        let owned = Bytes::from_owner(VecOwner(buf)).slice(0..len);
+        Tensor::from_bytes(dtype, shape, owned)
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.data.len() / self.dtype.size()
+    }
+
+    /// The raw bytes (row-major).
+    pub fn bytes(&self) -> &Bytes {
+        &self.data
+    }
+
+    /// The elements as a typed slice.
+    pub fn as_slice<T: Element>(&self) -> Result<&[T], TensorError> {
+        if self.dtype != T::DTYPE {
+            return Err(TensorError::WrongDType { expected: T::DTYPE, actual: self.dtype });
+        }
+        // SAFETY: the invariant guarantees length and alignment for `T`; the bytes are
+        // valid `T`s (bool data is checked to be 0/1 on construction from raw bytes).
+        Ok(unsafe { std::slice::from_raw_parts(self.data.as_ptr().cast::<T>(), self.numel()) })
+    }
+
+    /// The elements copied out as `f64` (for comparisons and summaries).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        match self.dtype {
+            DType::F32 => self.as_slice::<f32>().map(|s| s.iter().map(|&v| v as f64).collect()),
+            DType::I32 => self.as_slice::<i32>().map(|s| s.iter().map(|&v| v as f64).collect()),
+            DType::I64 => self.as_slice::<i64>().map(|s| s.iter().map(|&v| v as f64).collect()),
+            DType::Bool => self.as_slice::<bool>().map(|s| s.iter().map(|&v| v as u8 as f64).collect()),
+        }
+        .unwrap_or_default()
+    }
+
+    /// A tensor with the same data and a new shape of the same element count.
+    pub fn reshaped(&self, shape: &[usize]) -> Result<Tensor, TensorError> {
+        Tensor::from_bytes(self.dtype, shape, self.data.clone())
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tensor<{}{:?}>", self.dtype, self.shape)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn construct_and_view() {
+        let t = Tensor::from_vec(vec![1f32, 2., 3., 4., 5., 6.], &[2, 3]).unwrap();
+        assert_eq!(t.as_slice::<f32>().unwrap(), &[1., 2., 3., 4., 5., 6.]);
+        assert!(t.as_slice::<i64>().is_err());
+        assert!(Tensor::from_vec(vec![1f32], &[2]).is_err());
+        assert!(Tensor::zeros(DType::F32, &[usize::MAX, 2]).is_err());
+        let unaligned = Bytes::from(vec![0u8; 9]).slice(1..9);
+        let c = Tensor::from_bytes_or_copy(DType::F32, &[2], unaligned).unwrap();
+        assert_eq!(c.as_slice::<f32>().unwrap(), &[0., 0.]);
+    }
+}

@@ -1,0 +1,1 @@
+//! Shared helpers for the workspace-level tests (golden-file runner, references).

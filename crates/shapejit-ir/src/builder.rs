@@ -106,6 +106,11 @@ impl GraphBuilder {
         &self.graph.value(v).ty
     }
 
+    /// Everything known about a value built so far (type and known contents).
+    pub fn value_info(&self, v: ValueId) -> &ValueInfo {
+        self.graph.value(v)
+    }
+
     /// Marks a value as a graph output under a name. When the value is a graph
     /// input or already an output, an `identity` node gives it its own name.
     pub fn output(&mut self, name: &str, v: ValueId) -> Result<ValueId, IrError> {

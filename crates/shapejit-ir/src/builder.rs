@@ -23,7 +23,13 @@ pub struct GraphBuilder {
 impl GraphBuilder {
     /// An empty graph with a name.
     pub fn new(name: &str) -> GraphBuilder {
-        GraphBuilder { graph: Graph { name: name.to_string(), ..Graph::default() }, ..GraphBuilder::default() }
+        GraphBuilder {
+            graph: Graph {
+                name: name.to_string(),
+                ..Graph::default()
+            },
+            ..GraphBuilder::default()
+        }
     }
 
     /// A name not used by any value yet, based on `base`.
@@ -31,7 +37,10 @@ impl GraphBuilder {
         if !self.names.contains_key(base) {
             return base.to_string();
         }
-        (1..).map(|i| format!("{base}_{i}")).find(|n| !self.names.contains_key(n)).unwrap_or_default()
+        (1..)
+            .map(|i| format!("{base}_{i}"))
+            .find(|n| !self.names.contains_key(n))
+            .unwrap_or_default()
     }
 
     fn add_value(&mut self, name: &str, ty: ValueType, known: Option<Vec<Dim>>) -> ValueId {
@@ -44,6 +53,7 @@ impl GraphBuilder {
 
     /// Adds a graph input.
     pub fn input(&mut self, name: &str, dtype: DType, shape: Shape) -> ValueId {
+        self.ctx.reserve(shape.dims().iter().flat_map(Dim::symbols));
         let id = self.add_value(name, ValueType { dtype, shape }, None);
         self.graph.inputs.push(id);
         id
@@ -81,8 +91,17 @@ impl GraphBuilder {
     }
 
     /// Adds a node with a given name (its outputs are named after it).
-    pub fn node_named(&mut self, name: &str, op: Op, inputs: &[ValueId]) -> Result<Vec<ValueId>, IrError> {
-        let shape_err = |op: &Op, message: String| IrError::Shape { node: name.to_string(), op: op.name(), message };
+    pub fn node_named(
+        &mut self,
+        name: &str,
+        op: Op,
+        inputs: &[ValueId],
+    ) -> Result<Vec<ValueId>, IrError> {
+        let shape_err = |op: &Op, message: String| IrError::Shape {
+            node: name.to_string(),
+            op: op.name(),
+            message,
+        };
         if let Some(bad) = inputs.iter().find(|v| v.index() >= self.graph.values.len()) {
             return Err(shape_err(&op, format!("input {bad:?} does not exist")));
         }
@@ -93,11 +112,20 @@ impl GraphBuilder {
             .into_iter()
             .enumerate()
             .map(|(i, inf)| {
-                let vname = if n_out == 1 { name.to_string() } else { format!("{name}.{i}") };
+                let vname = if n_out == 1 {
+                    name.to_string()
+                } else {
+                    format!("{name}.{i}")
+                };
                 self.add_value(&vname, inf.ty, inf.known)
             })
             .collect::<Vec<_>>();
-        self.graph.nodes.push(Node { name: name.to_string(), op, inputs: inputs.to_vec(), outputs: outputs.clone() });
+        self.graph.nodes.push(Node {
+            name: name.to_string(),
+            op,
+            inputs: inputs.to_vec(),
+            outputs: outputs.clone(),
+        });
         Ok(outputs)
     }
 
@@ -115,7 +143,11 @@ impl GraphBuilder {
     /// input or already an output, an `identity` node gives it its own name.
     pub fn output(&mut self, name: &str, v: ValueId) -> Result<ValueId, IrError> {
         let reuse = self.graph.inputs.contains(&v) || self.graph.outputs.contains(&v);
-        let out = if reuse { self.node_named(name, Op::Identity, &[v])?[0] } else { v };
+        let out = if reuse {
+            self.node_named(name, Op::Identity, &[v])?[0]
+        } else {
+            v
+        };
         if self.graph.value(out).name != name {
             if let Some(&other) = self.names.get(name) {
                 return Err(IrError::Verify {

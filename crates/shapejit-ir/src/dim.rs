@@ -128,10 +128,10 @@ impl Dim {
         }
         let mut terms = BTreeMap::new();
         for (mono, coef) in &self.terms {
-            if coef % d != 0 {
+            if coef.checked_rem(d)? != 0 {
                 return None;
             }
-            terms.insert(mono.clone(), coef / d);
+            terms.insert(mono.clone(), coef.checked_div(d)?);
         }
         Some(Dim { terms })
     }
@@ -146,16 +146,16 @@ impl Dim {
             // e.g. (2*seq+2) / (seq+1): try a known quotient.
             let (mono, coef) = divisor.terms.iter().next_back()?;
             let num = self.terms.get(mono)?;
-            if num % coef != 0 {
+            if num.checked_rem(*coef)? != 0 {
                 return None;
             }
-            let q = Dim::known(num / coef);
+            let q = Dim::known(num.checked_div(*coef)?);
             return (divisor.clone() * q.clone() == *self).then_some(q);
         }
         let (dmono, dcoef) = divisor.terms.iter().next()?;
         let mut terms = BTreeMap::new();
         for (mono, coef) in &self.terms {
-            if coef % dcoef != 0 {
+            if coef.checked_rem(*dcoef)? != 0 {
                 return None;
             }
             let mut rest = mono.clone();
@@ -163,7 +163,7 @@ impl Dim {
                 let pos = rest.iter().position(|x| x == s)?;
                 rest.remove(pos);
             }
-            terms.insert(rest, coef / dcoef);
+            terms.insert(rest, coef.checked_div(*dcoef)?);
         }
         Some(Dim { terms })
     }
@@ -172,7 +172,10 @@ impl Dim {
         let mut terms: BTreeMap<Vec<Symbol>, i64> = BTreeMap::new();
         for (mut mono, coef) in raw {
             mono.sort();
-            *terms.entry(mono).or_insert(0) += coef;
+            // Wrapping: dims come from user files; overflow must not panic (the
+            // result is then meaningless, and a later known-size check rejects it).
+            let slot = terms.entry(mono).or_insert(0);
+            *slot = slot.wrapping_add(coef);
         }
         terms.retain(|_, c| *c != 0);
         Dim { terms }
@@ -180,7 +183,11 @@ impl Dim {
 
     /// Parses the text form (`batch*32`, `seq+1`, `(a+1)*2`, `64`).
     pub fn parse(text: &str) -> Result<Dim, DimParseError> {
-        let mut p = DimParser { src: text.as_bytes(), pos: 0 };
+        let mut p = DimParser {
+            src: text.as_bytes(),
+            pos: 0,
+            depth: 0,
+        };
         let d = p.expr()?;
         p.skip_ws();
         if p.pos != p.src.len() {
@@ -215,7 +222,7 @@ impl std::ops::Sub for Dim {
         Dim::from_terms(
             self.terms
                 .into_iter()
-                .chain(rhs.terms.into_iter().map(|(m, c)| (m, -c))),
+                .chain(rhs.terms.into_iter().map(|(m, c)| (m, c.wrapping_neg()))),
         )
     }
 }
@@ -283,14 +290,23 @@ pub struct DimParseError {
     pub message: String,
 }
 
+/// Deepest parenthesis nesting [`Dim::parse`] accepts (bounds recursion).
+const MAX_DIM_DEPTH: usize = 32;
+/// Most monomials a parsed dim may have (bounds `(a+b)*(c+d)*...` blow-up).
+const MAX_DIM_TERMS: usize = 64;
+
 struct DimParser<'a> {
     src: &'a [u8],
     pos: usize,
+    depth: usize,
 }
 
 impl DimParser<'_> {
     fn error(&self, message: &str) -> DimParseError {
-        DimParseError { offset: self.pos, message: message.to_string() }
+        DimParseError {
+            offset: self.pos,
+            message: message.to_string(),
+        }
     }
 
     fn skip_ws(&mut self) {
@@ -326,6 +342,9 @@ impl DimParser<'_> {
         while self.peek() == Some(b'*') {
             self.pos += 1;
             acc = acc * self.atom()?;
+            if acc.terms.len() > MAX_DIM_TERMS {
+                return Err(self.error("dim expression has too many terms"));
+            }
         }
         Ok(acc)
     }
@@ -333,8 +352,13 @@ impl DimParser<'_> {
     fn atom(&mut self) -> Result<Dim, DimParseError> {
         match self.peek() {
             Some(b'(') => {
+                if self.depth >= MAX_DIM_DEPTH {
+                    return Err(self.error("dim expression nested too deeply"));
+                }
                 self.pos += 1;
+                self.depth += 1;
                 let d = self.expr()?;
+                self.depth -= 1;
                 if self.peek() != Some(b')') {
                     return Err(self.error("expected ')'"));
                 }
@@ -342,8 +366,14 @@ impl DimParser<'_> {
                 Ok(d)
             }
             Some(b'-') => {
+                if self.depth >= MAX_DIM_DEPTH {
+                    return Err(self.error("dim expression nested too deeply"));
+                }
                 self.pos += 1;
-                Ok(Dim::known(0) - self.atom()?)
+                self.depth += 1;
+                let d = self.atom();
+                self.depth -= 1;
+                Ok(Dim::known(0) - d?)
             }
             Some(c) if c.is_ascii_digit() => {
                 let start = self.pos;
@@ -353,7 +383,10 @@ impl DimParser<'_> {
                 let text = std::str::from_utf8(&self.src[start..self.pos]).unwrap_or("");
                 text.parse::<i64>()
                     .map(Dim::known)
-                    .map_err(|_| DimParseError { offset: start, message: "integer too large".into() })
+                    .map_err(|_| DimParseError {
+                        offset: start,
+                        message: "integer too large".into(),
+                    })
             }
             Some(c) if c.is_ascii_alphabetic() || c == b'_' => {
                 let start = self.pos;
@@ -388,7 +421,14 @@ mod tests {
 
     #[test]
     fn print_parse_round_trip() {
-        for text in ["batch*32", "seq+1", "batch*seq*8+batch-3", "64", "0", "-batch"] {
+        for text in [
+            "batch*32",
+            "seq+1",
+            "batch*seq*8+batch-3",
+            "64",
+            "0",
+            "-batch",
+        ] {
             let d = Dim::parse(text).unwrap();
             assert_eq!(d.to_string(), text);
             assert_eq!(Dim::parse(&d.to_string()).unwrap(), d);

@@ -111,7 +111,10 @@ impl Graph {
 
     /// Looks a value up by name.
     pub fn value_by_name(&self, name: &str) -> Option<ValueId> {
-        self.values.iter().position(|v| v.name == name).map(|i| ValueId(i as u32))
+        self.values
+            .iter()
+            .position(|v| v.name == name)
+            .map(|i| ValueId(i as u32))
     }
 
     /// For each value, the node that produces it (`None` for graph inputs).

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod builder;
+pub mod builder_ops;
 pub mod dim;
 pub mod dtype;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod tensor;
 pub mod verify;
 
 pub use builder::GraphBuilder;
+pub use builder_ops::{BatchNormParams, ConvAttrs, GemmAttrs};
 pub use dim::{Dim, Symbol};
 pub use dtype::{DType, Element};
 pub use error::IrError;

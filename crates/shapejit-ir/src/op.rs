@@ -160,7 +160,10 @@ impl BinaryOp {
 
     /// True for comparisons (output bool).
     pub fn is_comparison(self) -> bool {
-        matches!(self, BinaryOp::Eq | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge)
+        matches!(
+            self,
+            BinaryOp::Eq | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+        )
     }
 
     /// True for logical ops (bool in, bool out).
@@ -461,13 +464,19 @@ impl Op {
 
     /// True for elementwise ops (unary, binary, where, cast): candidates for fusion.
     pub fn is_elementwise(&self) -> bool {
-        matches!(self, Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast { .. })
+        matches!(
+            self,
+            Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast { .. }
+        )
     }
 
     /// The sub-graphs of a control-flow op.
     pub fn subgraphs(&self) -> Vec<&Graph> {
         match self {
-            Op::If { then_branch, else_branch } => vec![then_branch, else_branch],
+            Op::If {
+                then_branch,
+                else_branch,
+            } => vec![then_branch, else_branch],
             Op::Loop { body, .. } => vec![body],
             _ => Vec::new(),
         }

@@ -30,7 +30,10 @@ impl Shape {
 
     /// All dims as integers, when every dim is known.
     pub fn as_known(&self) -> Option<Vec<usize>> {
-        self.0.iter().map(|d| d.as_known().and_then(|n| usize::try_from(n).ok())).collect()
+        self.0
+            .iter()
+            .map(|d| d.as_known().and_then(|n| usize::try_from(n).ok()))
+            .collect()
     }
 
     /// The element count as a dim (product of all dims).
@@ -44,14 +47,20 @@ impl Shape {
         let inner = t
             .strip_prefix('[')
             .and_then(|r| r.strip_suffix(']'))
-            .ok_or(DimParseError { offset: 0, message: "expected '[' dims ']'".into() })?;
+            .ok_or(DimParseError {
+                offset: 0,
+                message: "expected '[' dims ']'".into(),
+            })?;
         if inner.trim().is_empty() {
             return Ok(Shape::scalar());
         }
         let mut dims = Vec::new();
         let mut offset = t.len() - t.trim_start().len() + 1;
         for part in inner.split(',') {
-            dims.push(Dim::parse(part).map_err(|e| DimParseError { offset: offset + e.offset, ..e })?);
+            dims.push(Dim::parse(part).map_err(|e| DimParseError {
+                offset: offset + e.offset,
+                ..e
+            })?);
             offset += part.len() + 1;
         }
         Ok(Shape(dims))

@@ -56,7 +56,10 @@ impl<T: crate::dtype::PlainData> AsRef<[u8]> for VecOwner<T> {
         // SAFETY: `T` is a plain numeric (or bool) type with no padding; any of its
         // bytes are initialized, and the length covers exactly the vector's elements.
         unsafe {
-            std::slice::from_raw_parts(self.0.as_ptr().cast::<u8>(), std::mem::size_of_val(&self.0[..]))
+            std::slice::from_raw_parts(
+                self.0.as_ptr().cast::<u8>(),
+                std::mem::size_of_val(&self.0[..]),
+            )
         }
     }
 }
@@ -78,12 +81,20 @@ impl Tensor {
                 actual: data.len() * T::DTYPE.size(),
             });
         }
-        Ok(Tensor { dtype: T::DTYPE, shape: shape.to_vec(), data: Bytes::from_owner(VecOwner(data)) })
+        Ok(Tensor {
+            dtype: T::DTYPE,
+            shape: shape.to_vec(),
+            data: Bytes::from_owner(VecOwner(data)),
+        })
     }
 
     /// A scalar (rank 0) tensor.
     pub fn scalar<T: Element>(value: T) -> Tensor {
-        Tensor { dtype: T::DTYPE, shape: Vec::new(), data: Bytes::from_owner(VecOwner(vec![value])) }
+        Tensor {
+            dtype: T::DTYPE,
+            shape: Vec::new(),
+            data: Bytes::from_owner(VecOwner(vec![value])),
+        }
     }
 
     /// A tensor of zeros.
@@ -102,28 +113,48 @@ impl Tensor {
     /// Bool data must hold only 0 and 1 bytes; other values are rejected.
     pub fn from_bytes(dtype: DType, shape: &[usize], data: Bytes) -> Result<Tensor, TensorError> {
         let numel = checked_numel(shape).ok_or_else(|| TensorError::TooLarge(shape.to_vec()))?;
-        let expected = numel.checked_mul(dtype.size()).ok_or_else(|| TensorError::TooLarge(shape.to_vec()))?;
+        let expected = numel
+            .checked_mul(dtype.size())
+            .ok_or_else(|| TensorError::TooLarge(shape.to_vec()))?;
         if expected != data.len() {
-            return Err(TensorError::SizeMismatch { shape: shape.to_vec(), dtype, expected, actual: data.len() });
+            return Err(TensorError::SizeMismatch {
+                shape: shape.to_vec(),
+                dtype,
+                expected,
+                actual: data.len(),
+            });
         }
-        if (data.as_ptr() as usize) % dtype.size() != 0 {
+        if !(data.as_ptr() as usize).is_multiple_of(dtype.size()) {
             return Err(TensorError::Misaligned(dtype));
         }
         if dtype == DType::Bool && data.iter().any(|&b| b > 1) {
-            return Err(TensorError::WrongDType { expected: DType::Bool, actual: DType::Bool });
+            return Err(TensorError::WrongDType {
+                expected: DType::Bool,
+                actual: DType::Bool,
+            });
         }
-        Ok(Tensor { dtype, shape: shape.to_vec(), data })
+        Ok(Tensor {
+            dtype,
+            shape: shape.to_vec(),
+            data,
+        })
     }
 
     /// Like [`Tensor::from_bytes`] but copies into aligned storage when `data` is misaligned.
-    pub fn from_bytes_or_copy(dtype: DType, shape: &[usize], data: Bytes) -> Result<Tensor, TensorError> {
-        if (data.as_ptr() as usize) % dtype.size() == 0 {
+    pub fn from_bytes_or_copy(
+        dtype: DType,
+        shape: &[usize],
+        data: Bytes,
+    ) -> Result<Tensor, TensorError> {
+        if (data.as_ptr() as usize).is_multiple_of(dtype.size()) {
             return Tensor::from_bytes(dtype, shape, data);
         }
         let words = data.len().div_ceil(8);
         let mut buf = vec![0u64; words];
         // SAFETY: `buf` holds at least `data.len()` bytes; u64 has no invalid bit patterns.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf.as_mut_ptr().cast::<u8>(), data.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), buf.as_mut_ptr().cast::<u8>(), data.len())
+        };
         let len = data.len();
         let owned = Bytes::from_owner(VecOwner(buf)).slice(0..len);
         Tensor::from_bytes(dtype, shape, owned)
@@ -152,7 +183,10 @@ impl Tensor {
     /// The elements as a typed slice.
     pub fn as_slice<T: Element>(&self) -> Result<&[T], TensorError> {
         if self.dtype != T::DTYPE {
-            return Err(TensorError::WrongDType { expected: T::DTYPE, actual: self.dtype });
+            return Err(TensorError::WrongDType {
+                expected: T::DTYPE,
+                actual: self.dtype,
+            });
         }
         // SAFETY: the invariant guarantees length and alignment for `T`; the bytes are
         // valid `T`s (bool data is checked to be 0/1 on construction from raw bytes).
@@ -162,10 +196,18 @@ impl Tensor {
     /// The elements copied out as `f64` (for comparisons and summaries).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         match self.dtype {
-            DType::F32 => self.as_slice::<f32>().map(|s| s.iter().map(|&v| v as f64).collect()),
-            DType::I32 => self.as_slice::<i32>().map(|s| s.iter().map(|&v| v as f64).collect()),
-            DType::I64 => self.as_slice::<i64>().map(|s| s.iter().map(|&v| v as f64).collect()),
-            DType::Bool => self.as_slice::<bool>().map(|s| s.iter().map(|&v| v as u8 as f64).collect()),
+            DType::F32 => self
+                .as_slice::<f32>()
+                .map(|s| s.iter().map(|&v| v as f64).collect()),
+            DType::I32 => self
+                .as_slice::<i32>()
+                .map(|s| s.iter().map(|&v| v as f64).collect()),
+            DType::I64 => self
+                .as_slice::<i64>()
+                .map(|s| s.iter().map(|&v| v as f64).collect()),
+            DType::Bool => self
+                .as_slice::<bool>()
+                .map(|s| s.iter().map(|&v| v as u8 as f64).collect()),
         }
         .unwrap_or_default()
     }

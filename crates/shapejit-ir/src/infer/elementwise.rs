@@ -1,0 +1,135 @@
+//! Inference for elementwise ops: unary, binary (NumPy broadcasting), where, cast.
+//!
+//! **Invariant:** a broadcast output dim is the common dim of its inputs; a dim
+//! only stretches when it is the known dim 1.
+
+use super::{Inferred, NUMERIC, arity, expect_dtype, expect_same_dtype};
+use crate::dim::Dim;
+use crate::dtype::DType;
+use crate::graph::ValueInfo;
+use crate::op::{BinaryOp, UnaryOp};
+use crate::shape::Shape;
+
+/// NumPy broadcasting of two shapes (right-aligned; a dim stretches only from 1).
+pub(crate) fn broadcast(a: &Shape, b: &Shape) -> Result<Shape, String> {
+    let rank = a.rank().max(b.rank());
+    let one = Dim::known(1);
+    let mut out = Vec::with_capacity(rank);
+    for i in 0..rank {
+        let da = (i + a.rank())
+            .checked_sub(rank)
+            .map_or(&one, |j| &a.dims()[j]);
+        let db = (i + b.rank())
+            .checked_sub(rank)
+            .map_or(&one, |j| &b.dims()[j]);
+        let d = if da == db || *db == one {
+            da.clone()
+        } else if *da == one {
+            db.clone()
+        } else {
+            return Err(format!("cannot broadcast {a} with {b}: dim {da} vs {db}"));
+        };
+        out.push(d);
+    }
+    Ok(Shape(out))
+}
+
+/// Elementwise unary op: float-only transcendentals, bool-only `not`.
+pub(super) fn unary(op: UnaryOp, inputs: &[&ValueInfo]) -> Result<Inferred, String> {
+    arity(inputs, 1, 1)?;
+    let dtype = match op {
+        UnaryOp::Not => expect_dtype(inputs, 0, &[DType::Bool])?,
+        UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu | UnaryOp::Clip { .. } => {
+            expect_dtype(inputs, 0, &NUMERIC)?
+        }
+        _ => expect_dtype(inputs, 0, &[DType::F32])?,
+    };
+    let known = match op {
+        UnaryOp::Neg => inputs[0]
+            .known
+            .as_ref()
+            .map(|k| k.iter().map(|d| Dim::known(0) - d.clone()).collect()),
+        _ => None,
+    };
+    Ok(Inferred::with_known(
+        dtype,
+        inputs[0].ty.shape.clone(),
+        known,
+    ))
+}
+
+/// Elementwise binary op with broadcasting.
+pub(super) fn binary(op: BinaryOp, inputs: &[&ValueInfo]) -> Result<Inferred, String> {
+    arity(inputs, 2, 2)?;
+    let dtype = if op.is_logical() {
+        expect_dtype(inputs, 0, &[DType::Bool])?;
+        expect_dtype(inputs, 1, &[DType::Bool])?
+    } else if op == BinaryOp::Eq {
+        expect_same_dtype(inputs, 1)?;
+        inputs[0].ty.dtype
+    } else {
+        expect_dtype(inputs, 0, &NUMERIC)?;
+        expect_same_dtype(inputs, 1)?;
+        inputs[0].ty.dtype
+    };
+    let shape = broadcast(&inputs[0].ty.shape, &inputs[1].ty.shape)?;
+    if op.is_comparison() {
+        return Ok(Inferred::new(DType::Bool, shape));
+    }
+    let known = binary_known(op, inputs[0], inputs[1]);
+    Ok(Inferred::with_known(dtype, shape, known))
+}
+
+/// Arithmetic on known contents (`add`/`sub`/`mul`, and `div` when exact).
+fn binary_known(op: BinaryOp, a: &ValueInfo, b: &ValueInfo) -> Option<Vec<Dim>> {
+    let (ka, kb) = (a.known.as_ref()?, b.known.as_ref()?);
+    let n = ka.len().max(kb.len());
+    if !(ka.len() == n || ka.len() == 1) || !(kb.len() == n || kb.len() == 1) {
+        return None;
+    }
+    let pick = |k: &Vec<Dim>, i: usize| {
+        if k.len() == 1 {
+            k[0].clone()
+        } else {
+            k[i].clone()
+        }
+    };
+    (0..n)
+        .map(|i| {
+            let (x, y) = (pick(ka, i), pick(kb, i));
+            match op {
+                BinaryOp::Add => Some(x + y),
+                BinaryOp::Sub => Some(x - y),
+                BinaryOp::Mul => Some(x * y),
+                BinaryOp::Div => x.div_dim(&y),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// `where(cond, x, y)`: three-way broadcast; `x` and `y` share a dtype.
+pub(super) fn where_(inputs: &[&ValueInfo]) -> Result<Inferred, String> {
+    arity(inputs, 3, 3)?;
+    expect_dtype(inputs, 0, &[DType::Bool])?;
+    let dtype = inputs[1].ty.dtype;
+    if inputs[2].ty.dtype != dtype {
+        return Err(format!(
+            "input 2 has dtype {}, expected {dtype} (the dtype of input 1)",
+            inputs[2].ty.dtype
+        ));
+    }
+    let xy = broadcast(&inputs[1].ty.shape, &inputs[2].ty.shape)?;
+    let shape = broadcast(&inputs[0].ty.shape, &xy)?;
+    Ok(Inferred::new(dtype, shape))
+}
+
+/// `cast`: same shape; integer contents stay known across integer casts.
+pub(super) fn cast(to: DType, inputs: &[&ValueInfo]) -> Result<Inferred, String> {
+    arity(inputs, 1, 1)?;
+    Ok(Inferred::with_known(
+        to,
+        inputs[0].ty.shape.clone(),
+        inputs[0].known.clone(),
+    ))
+}

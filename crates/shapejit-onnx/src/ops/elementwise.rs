@@ -1,0 +1,161 @@
+//! Elementwise ops: unary activations, binary arithmetic/comparison/logic
+//! (with the pre-opset-7 `broadcast`/`axis` form), variadic Sum/Mean/Max/Min,
+//! Clip (attributes before opset 11, inputs from 11), Where, Cast, and the
+//! small compositions PRelu, Selu and Softplus.
+
+use crate::node::{NodeCx, NodeResult};
+use crate::tensor::{dtype_of, unsupported_dtype};
+use shapejit_ir::{BinaryOp, DType, Op, UnaryOp, ValueId};
+
+/// A unary op on input 0.
+pub fn unary(cx: &mut NodeCx, op: UnaryOp) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    Ok(vec![cx.op(Op::Unary(op), &[x])?])
+}
+
+/// `LeakyRelu` (alpha 0.01), `Elu` (alpha 1.0).
+pub fn alpha_unary(
+    cx: &mut NodeCx,
+    make: fn(f32) -> UnaryOp,
+    default: f32,
+) -> NodeResult<Vec<ValueId>> {
+    let alpha = cx.float_or("alpha", default)?;
+    unary(cx, make(alpha))
+}
+
+/// `Gelu` (opset 20): `approximate` = `none` | `tanh`.
+pub fn gelu(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let tanh_approx = match cx.attr_string("approximate")?.as_deref() {
+        None | Some("none") => false,
+        Some("tanh") => true,
+        Some(other) => return Err(cx.unsupported(format!("approximate = '{other}'"))),
+    };
+    unary(cx, UnaryOp::Gelu { tanh_approx })
+}
+
+/// A binary op. Before opset 7, `broadcast = 1` with `axis` aligns `b` at
+/// `axis` of `a`; that is NumPy broadcasting after appending size-1 dims to `b`.
+pub fn binary(cx: &mut NodeCx, op: BinaryOp) -> NodeResult<Vec<ValueId>> {
+    let a = cx.input(0)?;
+    let mut b = cx.input(1)?;
+    if cx.opset() < 7 {
+        let broadcast = cx.int_or("broadcast", 0)?;
+        if let Some(axis) = cx.attr_int("axis")?
+            && broadcast != 0
+        {
+            let (rank_a, rank_b) = (cx.rank(a), cx.rank(b));
+            let axis = cx.axis(axis, rank_a, "axis")?;
+            let trailing = rank_a.checked_sub(axis + rank_b).ok_or_else(|| {
+                cx.bad(format!(
+                    "broadcast axis {axis} with a rank-{rank_b} operand exceeds rank {rank_a}"
+                ))
+            })?;
+            if trailing > 0 {
+                let axes = (rank_b..rank_b + trailing).map(|a| a as i64).collect();
+                b = cx.op(Op::Unsqueeze { axes }, &[b])?;
+            }
+        }
+    }
+    if op == BinaryOp::Pow && cx.ty(b).dtype != cx.ty(a).dtype {
+        let to = cx.ty(a).dtype;
+        b = cx.op(Op::Cast { to }, &[b])?;
+    }
+    Ok(vec![cx.op(Op::Binary(op), &[a, b])?])
+}
+
+/// Variadic `Sum`, `Max`, `Min`: a left fold of the binary op.
+pub fn variadic(cx: &mut NodeCx, op: BinaryOp) -> NodeResult<Vec<ValueId>> {
+    Ok(vec![fold(cx, op)?])
+}
+
+fn fold(cx: &mut NodeCx, op: BinaryOp) -> NodeResult<ValueId> {
+    let inputs = cx.inputs()?;
+    let (&first, rest) = inputs
+        .split_first()
+        .ok_or_else(|| cx.bad("needs at least one input"))?;
+    let mut acc = first;
+    for &next in rest {
+        acc = cx.op(Op::Binary(op), &[acc, next])?;
+    }
+    Ok(acc)
+}
+
+/// `Mean`: the sum divided by the input count.
+pub fn mean(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let n = cx.inputs()?.len();
+    let sum = fold(cx, BinaryOp::Add)?;
+    if n == 1 {
+        return Ok(vec![sum]);
+    }
+    let count = cx.const_scalar(cx.ty(sum).dtype, n as f64);
+    Ok(vec![cx.op(Op::Binary(BinaryOp::Div), &[sum, count])?])
+}
+
+/// `Clip`: `min`/`max` attributes before opset 11, optional constant inputs from 11.
+pub fn clip(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let (min, max) = if cx.opset() < 11 {
+        (
+            cx.float_or("min", f32::NEG_INFINITY)?,
+            cx.float_or("max", f32::INFINITY)?,
+        )
+    } else {
+        let bound = |cx: &NodeCx, i: usize, what: &str, default: f32| match cx.opt_input(i)? {
+            Some(v) => cx.const_f32(v, what),
+            None => Ok(default),
+        };
+        (
+            bound(cx, 1, "min", f32::NEG_INFINITY)?,
+            bound(cx, 2, "max", f32::INFINITY)?,
+        )
+    };
+    Ok(vec![cx.op(Op::Unary(UnaryOp::Clip { min, max }), &[x])?])
+}
+
+/// `Where(cond, x, y)`.
+pub fn where_(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (c, x, y) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
+    Ok(vec![cx.op(Op::Where, &[c, x, y])?])
+}
+
+/// `Cast(to)`; `saturate` only matters for float8 targets, which are unsupported.
+pub fn cast(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    cx.attrs.ignore("saturate");
+    let code = cx
+        .attr_int("to")?
+        .ok_or_else(|| cx.bad("required attribute 'to' is missing"))?;
+    let to = i32::try_from(code)
+        .ok()
+        .and_then(dtype_of)
+        .ok_or_else(|| cx.unsupported(unsupported_dtype(code as i32)))?;
+    Ok(vec![cx.op(Op::Cast { to }, &[x])?])
+}
+
+/// `PRelu(x, slope)` = `x < 0 ? slope * x : x`.
+pub fn prelu(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (x, slope) = (cx.input(0)?, cx.input(1)?);
+    let zero = cx.const_scalar(cx.ty(x).dtype, 0.0);
+    let neg = cx.op(Op::Binary(BinaryOp::Lt), &[x, zero])?;
+    let scaled = cx.op(Op::Binary(BinaryOp::Mul), &[x, slope])?;
+    Ok(vec![cx.op(Op::Where, &[neg, scaled, x])?])
+}
+
+/// `Selu` = `gamma * elu_alpha(x)`.
+pub fn selu(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let alpha = cx.float_or("alpha", 1.673_263_2)?;
+    let gamma = cx.float_or("gamma", 1.050_701)?;
+    let elu = cx.op(Op::Unary(UnaryOp::Elu { alpha }), &[x])?;
+    let g = cx.const_scalar(DType::F32, gamma as f64);
+    Ok(vec![cx.op(Op::Binary(BinaryOp::Mul), &[elu, g])?])
+}
+
+/// `Softplus` = `log(exp(x) + 1)`.
+pub fn softplus(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let e = cx.op(Op::Unary(UnaryOp::Exp), &[x])?;
+    let one = cx.const_scalar(cx.ty(x).dtype, 1.0);
+    let s = cx.op(Op::Binary(BinaryOp::Add), &[e, one])?;
+    Ok(vec![cx.op(Op::Unary(UnaryOp::Log), &[s])?])
+}

@@ -1,0 +1,394 @@
+//! Neural-network ops: MatMul, Gemm, Softmax/LogSoftmax (the flatten-to-2-D
+//! form before opset 13, one axis from 13), LayerNormalization,
+//! BatchNormalization and InstanceNormalization (inference), the Reduce* ops
+//! (axes attribute before opset 13 for ReduceSum and before 18 for the others,
+//! an input after), Conv, MaxPool, AveragePool (`auto_pad`, `ceil_mode`,
+//! `count_include_pad`, dilations) and global pools.
+//!
+//! 1-D convolutions and pools (`[N, C, W]`) run as 2-D ones over a size-1 H
+//! axis (unsqueeze, op, squeeze); 3-D ones are unsupported.
+
+use crate::node::{NodeCx, NodeResult};
+use shapejit_ir::{BinaryOp, Op, ReduceOp, UnaryOp, ValueId, Window2d};
+
+/// `MatMul`.
+pub fn matmul(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
+    Ok(vec![cx.op(Op::MatMul, &[a, b])?])
+}
+
+/// `Gemm(alpha, beta, transA, transB)`, `C` optional (required before opset 11
+/// by the spec, accepted absent here).
+pub fn gemm(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
+    cx.attrs.ignore("broadcast");
+    let op = Op::Gemm {
+        alpha: cx.float_or("alpha", 1.0)?,
+        beta: cx.float_or("beta", 1.0)?,
+        trans_a: cx.int_or("transA", 0)? != 0,
+        trans_b: cx.int_or("transB", 0)? != 0,
+    };
+    let inputs = match cx.opt_input(2)? {
+        Some(c) => vec![a, b, c],
+        None => vec![a, b],
+    };
+    Ok(vec![cx.op(op, &inputs)?])
+}
+
+/// `Softmax` / `LogSoftmax`. From opset 13 one axis (default -1); before, the
+/// input is seen as 2-D split at `axis` (default 1) — the same as one axis
+/// when `axis` is the last dim, otherwise flatten, normalize, reshape back.
+pub fn softmax(cx: &mut NodeCx, log: bool) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let make = |axis| {
+        if log {
+            Op::LogSoftmax { axis }
+        } else {
+            Op::Softmax { axis }
+        }
+    };
+    if cx.opset() >= 13 {
+        let axis = cx.int_or("axis", -1)?;
+        return Ok(vec![cx.op(make(axis), &[x])?]);
+    }
+    let rank = cx.rank(x);
+    let axis_attr = cx.int_or("axis", 1)?;
+    let axis = if rank == 0 {
+        0
+    } else {
+        cx.axis(axis_attr, rank, "axis")?
+    };
+    if rank == 0 || axis + 1 == rank {
+        return Ok(vec![cx.op(make(-1), &[x])?]);
+    }
+    let shape = cx.op(
+        Op::Shape {
+            start: 0,
+            end: None,
+        },
+        &[x],
+    )?;
+    let flat = cx.op(Op::Flatten { axis: axis as i64 }, &[x])?;
+    let norm = cx.op(make(-1), &[flat])?;
+    Ok(vec![
+        cx.op(Op::Reshape { allowzero: false }, &[norm, shape])?,
+    ])
+}
+
+/// `LayerNormalization(axis = -1, epsilon = 1e-5)`; the optional mean and
+/// inverse-std-dev outputs are not produced.
+pub fn layer_norm(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (x, scale) = (cx.input(0)?, cx.input(1)?);
+    let axis = cx.int_or("axis", -1)?;
+    let epsilon = cx.float_or("epsilon", 1e-5)?;
+    cx.attrs.ignore("stash_type");
+    let mut inputs = vec![x, scale];
+    inputs.extend(cx.opt_input(2)?);
+    Ok(vec![cx.op(Op::LayerNorm { axis, epsilon }, &inputs)?])
+}
+
+/// `BatchNormalization` in inference mode.
+pub fn batch_norm(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let inputs = (0..5)
+        .map(|i| cx.input(i))
+        .collect::<NodeResult<Vec<_>>>()?;
+    let epsilon = cx.float_or("epsilon", 1e-5)?;
+    cx.attrs.ignore("momentum");
+    if cx.int_or("is_test", 1)? == 0 && (1..5).any(|i| cx.wants_output(i)) {
+        return Err(cx.unsupported("is_test = 0 with training outputs"));
+    }
+    if cx.int_or("spatial", 1)? == 0 {
+        return Err(cx.unsupported("spatial = 0"));
+    }
+    if cx.int_or("training_mode", 0)? != 0 {
+        return Err(cx.unsupported("training_mode = 1"));
+    }
+    Ok(vec![cx.op(Op::BatchNorm { epsilon }, &inputs)?])
+}
+
+/// `InstanceNormalization(epsilon = 1e-5)`: normalizes each `(n, c)` over the
+/// spatial axes, composed from reductions and elementwise ops.
+pub fn instance_norm(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (x, scale, bias) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
+    let epsilon = cx.float_or("epsilon", 1e-5)?;
+    let rank = cx.rank(x);
+    if rank < 3 {
+        return Err(cx.bad(format!("input rank {rank} < 3")));
+    }
+    let axes: Vec<i64> = (2..rank as i64).collect();
+    let reduce = |axes: &Vec<i64>| Op::Reduce {
+        op: ReduceOp::Mean,
+        axes: axes.clone(),
+        keepdims: true,
+    };
+    let mean = cx.op(reduce(&axes), &[x])?;
+    let centered = cx.op(Op::Binary(BinaryOp::Sub), &[x, mean])?;
+    let sq = cx.op(Op::Binary(BinaryOp::Mul), &[centered, centered])?;
+    let var = cx.op(reduce(&axes), &[sq])?;
+    let eps = cx.const_scalar(cx.ty(x).dtype, epsilon as f64);
+    let var_eps = cx.op(Op::Binary(BinaryOp::Add), &[var, eps])?;
+    let std = cx.op(Op::Unary(UnaryOp::Sqrt), &[var_eps])?;
+    let normed = cx.op(Op::Binary(BinaryOp::Div), &[centered, std])?;
+    let channel_axes: Vec<i64> = (1..rank as i64 - 1).collect();
+    let scale_c = cx.op(
+        Op::Unsqueeze {
+            axes: channel_axes.clone(),
+        },
+        &[scale],
+    )?;
+    let bias_c = cx.op(Op::Unsqueeze { axes: channel_axes }, &[bias])?;
+    let scaled = cx.op(Op::Binary(BinaryOp::Mul), &[normed, scale_c])?;
+    Ok(vec![cx.op(Op::Binary(BinaryOp::Add), &[scaled, bias_c])?])
+}
+
+/// `Reduce*`: axes as an attribute before `input_from`, as input 1 after
+/// (with `noop_with_empty_axes`).
+pub fn reduce(cx: &mut NodeCx, op: ReduceOp, input_from: i64) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let keepdims = cx.int_or("keepdims", 1)? != 0;
+    let axes = if cx.opset() < input_from {
+        cx.attr_ints("axes")?.unwrap_or_default()
+    } else {
+        let noop = cx.int_or("noop_with_empty_axes", 0)? != 0;
+        let axes = match cx.opt_input(1)? {
+            Some(v) => cx.const_ints(v, "axes")?,
+            None => Vec::new(),
+        };
+        if axes.is_empty() && noop {
+            return Ok(vec![x]);
+        }
+        axes
+    };
+    Ok(vec![cx.op(Op::Reduce { op, axes, keepdims }, &[x])?])
+}
+
+/// Spatial geometry read from the attributes, for 1 or 2 spatial dims.
+struct Geometry {
+    kernel: Vec<usize>,
+    strides: Vec<usize>,
+    dilations: Vec<usize>,
+    /// begins then ends
+    pads: Vec<usize>,
+}
+
+fn positive(cx: &NodeCx, name: &str, values: Vec<i64>, n: usize) -> NodeResult<Vec<usize>> {
+    if values.len() != n {
+        return Err(cx.bad(format!(
+            "attribute '{name}' has {} values for {n} spatial dims",
+            values.len()
+        )));
+    }
+    values
+        .iter()
+        .map(|&v| usize::try_from(v).ok().filter(|&v| v > 0 || name == "pads"))
+        .collect::<Option<Vec<usize>>>()
+        .ok_or_else(|| {
+            cx.bad(format!(
+                "attribute '{name}' = {values:?} has an invalid value"
+            ))
+        })
+}
+
+/// Reads `kernel_shape` (or `kernel` from the weight), `strides`, `dilations`,
+/// `pads` and `auto_pad` for an input with `n` spatial dims.
+fn geometry(cx: &NodeCx, x: ValueId, n: usize, kernel: Option<Vec<i64>>) -> NodeResult<Geometry> {
+    let kernel_attr = cx.attr_ints("kernel_shape")?;
+    let kernel = kernel_attr
+        .or(kernel)
+        .ok_or_else(|| cx.bad("kernel_shape is required"))?;
+    let kernel = positive(cx, "kernel_shape", kernel, n)?;
+    let strides = positive(
+        cx,
+        "strides",
+        cx.attr_ints("strides")?.unwrap_or(vec![1; n]),
+        n,
+    )?;
+    let dilations = positive(
+        cx,
+        "dilations",
+        cx.attr_ints("dilations")?.unwrap_or(vec![1; n]),
+        n,
+    )?;
+    let explicit = cx.attr_ints("pads")?;
+    let pads = match cx.attr_string("auto_pad")?.as_deref() {
+        None | Some("NOTSET") => positive(cx, "pads", explicit.unwrap_or(vec![0; 2 * n]), 2 * n)?,
+        Some("VALID") => vec![0; 2 * n],
+        Some(mode @ ("SAME_UPPER" | "SAME_LOWER")) => {
+            let dims = cx.ty(x).shape.dims();
+            let mut pads = vec![0; 2 * n];
+            for i in 0..n {
+                let d = &dims[dims.len() - n + i];
+                let size = d.as_known().ok_or_else(|| {
+                    cx.unsupported(format!(
+                        "auto_pad = {mode} over the symbolic spatial dim {d}"
+                    ))
+                })? as usize;
+                let out = size.div_ceil(strides[i]);
+                let span = (kernel[i] - 1) * dilations[i] + 1;
+                let total = ((out.saturating_sub(1)) * strides[i] + span).saturating_sub(size);
+                let small = total / 2;
+                let (begin, end) = if mode == "SAME_UPPER" {
+                    (small, total - small)
+                } else {
+                    (total - small, small)
+                };
+                pads[i] = begin;
+                pads[i + n] = end;
+            }
+            pads
+        }
+        Some(other) => return Err(cx.unsupported(format!("auto_pad = '{other}'"))),
+    };
+    Ok(Geometry {
+        kernel,
+        strides,
+        dilations,
+        pads,
+    })
+}
+
+impl Geometry {
+    /// As a 2-D window; 1-D geometry gets a unit H axis.
+    fn window(&self) -> Window2d {
+        if self.kernel.len() == 1 {
+            return Window2d {
+                kernel: [1, self.kernel[0]],
+                strides: [1, self.strides[0]],
+                pads: [0, self.pads[0], 0, self.pads[1]],
+                dilations: [1, self.dilations[0]],
+            };
+        }
+        Window2d {
+            kernel: [self.kernel[0], self.kernel[1]],
+            strides: [self.strides[0], self.strides[1]],
+            pads: [self.pads[0], self.pads[1], self.pads[2], self.pads[3]],
+            dilations: [self.dilations[0], self.dilations[1]],
+        }
+    }
+}
+
+/// The number of spatial dims of an NC... input (1 or 2), else unsupported.
+fn spatial_dims(cx: &NodeCx, x: ValueId) -> NodeResult<usize> {
+    match cx.rank(x) {
+        3 => Ok(1),
+        4 => Ok(2),
+        r => Err(cx.unsupported(format!(
+            "input of rank {r} (only 1-D and 2-D spatial inputs are supported)"
+        ))),
+    }
+}
+
+/// Runs a 2-D op on 1-D inputs by adding and then removing a unit H axis.
+fn with_unit_h(
+    cx: &mut NodeCx,
+    n: usize,
+    inputs: Vec<ValueId>,
+    lift: usize,
+    op: Op,
+) -> NodeResult<Vec<ValueId>> {
+    if n == 2 {
+        return Ok(vec![cx.op(op, &inputs)?]);
+    }
+    let mut lifted = Vec::with_capacity(inputs.len());
+    for (i, v) in inputs.into_iter().enumerate() {
+        lifted.push(if i < lift {
+            cx.op(Op::Unsqueeze { axes: vec![2] }, &[v])?
+        } else {
+            v
+        });
+    }
+    let y = cx.op(op, &lifted)?;
+    Ok(vec![cx.op(Op::Squeeze { axes: vec![2] }, &[y])?])
+}
+
+/// `Conv` (1-D or 2-D, groups, optional bias).
+pub fn conv(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (x, w) = (cx.input(0)?, cx.input(1)?);
+    let n = spatial_dims(cx, x)?;
+    let wdims = cx.ty(w).shape.dims().to_vec();
+    let kernel = wdims.get(2..).and_then(|ks| {
+        ks.iter()
+            .map(|d| d.as_known())
+            .collect::<Option<Vec<i64>>>()
+    });
+    let geo = geometry(cx, x, n, kernel)?;
+    let groups = usize::try_from(cx.int_or("group", 1)?)
+        .ok()
+        .filter(|&g| g > 0)
+        .ok_or_else(|| cx.bad("group must be positive"))?;
+    let mut inputs = vec![x, w];
+    inputs.extend(cx.opt_input(2)?);
+    with_unit_h(
+        cx,
+        n,
+        inputs,
+        2,
+        Op::Conv2d {
+            window: geo.window(),
+            groups,
+        },
+    )
+}
+
+/// `MaxPool` (the indices output is not produced).
+pub fn max_pool(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let n = spatial_dims(cx, x)?;
+    let geo = geometry(cx, x, n, None)?;
+    let ceil_mode = cx.int_or("ceil_mode", 0)? != 0;
+    cx.attrs.ignore("storage_order");
+    if cx.wants_output(1) {
+        return Err(cx.unsupported("the indices output"));
+    }
+    with_unit_h(
+        cx,
+        n,
+        vec![x],
+        1,
+        Op::MaxPool2d {
+            window: geo.window(),
+            ceil_mode,
+        },
+    )
+}
+
+/// `AveragePool` (`count_include_pad` from opset 7: before, padding is excluded).
+pub fn avg_pool(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let n = spatial_dims(cx, x)?;
+    let geo = geometry(cx, x, n, None)?;
+    let ceil_mode = cx.int_or("ceil_mode", 0)? != 0;
+    let count_include_pad = cx.int_or("count_include_pad", 0)? != 0;
+    with_unit_h(
+        cx,
+        n,
+        vec![x],
+        1,
+        Op::AvgPool2d {
+            window: geo.window(),
+            ceil_mode,
+            count_include_pad,
+        },
+    )
+}
+
+/// `GlobalAveragePool`.
+pub fn global_avg_pool(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let n = spatial_dims(cx, x)?;
+    with_unit_h(cx, n, vec![x], 1, Op::GlobalAvgPool)
+}
+
+/// `GlobalMaxPool`: a max over the spatial axes, kept as size 1.
+pub fn global_max_pool(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let axes = (2..cx.rank(x) as i64).collect();
+    Ok(vec![cx.op(
+        Op::Reduce {
+            op: ReduceOp::Max,
+            axes,
+            keepdims: true,
+        },
+        &[x],
+    )?])
+}

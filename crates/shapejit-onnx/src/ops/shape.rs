@@ -1,0 +1,323 @@
+//! Shape and data-movement ops: Reshape, Transpose, Squeeze/Unsqueeze (axes
+//! attribute before opset 13, input from 13), Flatten, Concat, Split (`split`
+//! attribute before 13, input from 13, `num_outputs` from 18), Slice
+//! (attributes before 10, inputs from 10), Gather, Expand, Tile, Pad
+//! (attributes before 11, inputs from 11, `axes` from 18), Shape
+//! (`start`/`end` from 15), Size, Constant, ConstantOfShape, Range, Identity
+//! and Dropout (inference: identity).
+
+use crate::node::{NodeCx, NodeResult};
+use crate::tensor::tensor_from_proto;
+use shapejit_ir::{Op, Tensor, ValueId};
+
+/// `Reshape(data, shape)`, `allowzero` from opset 14.
+pub fn reshape(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (x, shape) = (cx.input(0)?, cx.input(1)?);
+    let allowzero = cx.int_or("allowzero", 0)? != 0;
+    Ok(vec![cx.op(Op::Reshape { allowzero }, &[x, shape])?])
+}
+
+/// `Transpose(perm)`; no `perm` reverses the dims.
+pub fn transpose(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let rank = cx.rank(x);
+    let perm = match cx.attr_ints("perm")? {
+        Some(p) => p
+            .iter()
+            .map(|&a| usize::try_from(a).ok().filter(|&a| a < rank))
+            .collect::<Option<Vec<usize>>>()
+            .ok_or_else(|| cx.bad(format!("perm {p:?} is not a permutation of rank {rank}")))?,
+        None => (0..rank).rev().collect(),
+    };
+    Ok(vec![cx.op(Op::Transpose { perm }, &[x])?])
+}
+
+/// Axes given as an attribute before `input_from`, else as optional input 1.
+fn axes_arg(cx: &NodeCx, input_from: i64) -> NodeResult<Option<Vec<i64>>> {
+    if cx.opset() < input_from {
+        return cx.attr_ints("axes");
+    }
+    match cx.opt_input(1)? {
+        Some(v) => Ok(Some(cx.const_ints(v, "axes")?)),
+        None => Ok(None),
+    }
+}
+
+/// `Squeeze`: no axes removes every size-1 dim.
+pub fn squeeze(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let axes = axes_arg(cx, 13)?.unwrap_or_default();
+    Ok(vec![cx.op(Op::Squeeze { axes }, &[x])?])
+}
+
+/// `Unsqueeze`: axes are required.
+pub fn unsqueeze(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let axes = axes_arg(cx, 13)?.ok_or_else(|| cx.bad("axes are required"))?;
+    Ok(vec![cx.op(Op::Unsqueeze { axes }, &[x])?])
+}
+
+/// `Flatten(axis = 1)`.
+pub fn flatten(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let axis = cx.int_or("axis", 1)?;
+    Ok(vec![cx.op(Op::Flatten { axis }, &[x])?])
+}
+
+/// `Concat(axis)`.
+pub fn concat(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let inputs = cx.inputs()?;
+    let axis = cx
+        .attr_int("axis")?
+        .ok_or_else(|| cx.bad("required attribute 'axis' is missing"))?;
+    Ok(vec![cx.op(Op::Concat { axis }, &inputs)?])
+}
+
+/// `Split`: explicit sizes, or equal parts (the last one smaller with
+/// `num_outputs` from opset 18) of a dim that must be known.
+pub fn split(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let axis_attr = cx.int_or("axis", 0)?;
+    let axis = cx.axis(axis_attr, cx.rank(x), "axis")?;
+    let explicit = if cx.opset() < 13 {
+        cx.attr_ints("split")?
+    } else {
+        match cx.opt_input(1)? {
+            Some(v) => Some(cx.const_ints(v, "split")?),
+            None => None,
+        }
+    };
+    let num_outputs = cx.attr_int("num_outputs")?;
+    let sizes = match explicit {
+        Some(sizes) => sizes,
+        None => {
+            let parts = num_outputs.unwrap_or(cx.node.output.len() as i64);
+            let dim = cx.ty(x).shape.dims()[axis].as_known().ok_or_else(|| {
+                cx.unsupported(format!(
+                    "equal split of the symbolic dim {}",
+                    cx.ty(x).shape.dims()[axis]
+                ))
+            })?;
+            if parts <= 0 {
+                return Err(cx.bad(format!("cannot split into {parts} parts")));
+            }
+            let chunk = if num_outputs.is_some() {
+                (dim + parts - 1) / parts
+            } else {
+                dim / parts
+            };
+            if num_outputs.is_none() && dim % parts != 0 {
+                return Err(cx.bad(format!("dim {dim} does not split into {parts} equal parts")));
+            }
+            (0..parts)
+                .map(|i| chunk.min(dim - i * chunk).max(0))
+                .collect()
+        }
+    };
+    cx.ops(
+        Op::Split {
+            axis: axis_attr,
+            sizes,
+        },
+        &[x],
+    )
+}
+
+/// `Slice`: attributes before opset 10, constant inputs from 10.
+pub fn slice(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let (starts, ends, axes, steps) = if cx.opset() < 10 {
+        let req = |name: &str| {
+            cx.attr_ints(name)?
+                .ok_or_else(|| cx.bad(format!("required attribute '{name}' is missing")))
+        };
+        (req("starts")?, req("ends")?, cx.attr_ints("axes")?, None)
+    } else {
+        let arg = |i: usize, what: &str| match cx.opt_input(i)? {
+            Some(v) => cx.const_ints(v, what).map(Some),
+            None => Ok(None),
+        };
+        let starts = arg(1, "starts")?.ok_or_else(|| cx.bad("input 'starts' is required"))?;
+        let ends = arg(2, "ends")?.ok_or_else(|| cx.bad("input 'ends' is required"))?;
+        (starts, ends, arg(3, "axes")?, arg(4, "steps")?)
+    };
+    let n = starts.len();
+    let axes = axes.unwrap_or_else(|| (0..n as i64).collect());
+    let steps = steps.unwrap_or_else(|| vec![1; n]);
+    if ends.len() != n || axes.len() != n || steps.len() != n {
+        return Err(cx.bad(format!(
+            "starts, ends, axes and steps differ in length ({n}, {}, {}, {})",
+            ends.len(),
+            axes.len(),
+            steps.len()
+        )));
+    }
+    Ok(vec![cx.op(
+        Op::Slice {
+            starts,
+            ends,
+            axes,
+            steps,
+        },
+        &[x],
+    )?])
+}
+
+/// `Gather(axis = 0)`.
+pub fn gather(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (x, idx) = (cx.input(0)?, cx.input(1)?);
+    let axis = cx.int_or("axis", 0)?;
+    Ok(vec![cx.op(Op::Gather { axis }, &[x, idx])?])
+}
+
+/// An op taking `(x, i64 tensor)` inputs: Expand, Tile.
+pub fn with_shape_input(cx: &mut NodeCx, op: Op) -> NodeResult<Vec<ValueId>> {
+    let (x, s) = (cx.input(0)?, cx.input(1)?);
+    Ok(vec![cx.op(op, &[x, s])?])
+}
+
+/// `Pad`: `mode = constant` only.
+pub fn pad(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let rank = cx.rank(x);
+    match cx.attr_string("mode")?.as_deref() {
+        None | Some("constant") => {}
+        Some(other) => {
+            return Err(cx.unsupported(format!("mode = '{other}' (only 'constant' is supported)")));
+        }
+    }
+    let (pads, value) = if cx.opset() < 11 {
+        let pads = cx
+            .attr_ints("pads")?
+            .ok_or_else(|| cx.bad("required attribute 'pads' is missing"))?;
+        (pads, cx.float_or("value", 0.0)?)
+    } else {
+        let pads = cx.const_ints(cx.input(1)?, "pads")?;
+        let value = match cx.opt_input(2)? {
+            Some(v) => cx.const_f32(v, "constant_value")?,
+            None => 0.0,
+        };
+        let pads = match cx.opt_input(3)? {
+            None => pads,
+            Some(v) => {
+                let axes = cx.const_ints(v, "axes")?;
+                if pads.len() != 2 * axes.len() {
+                    return Err(cx.bad(format!("{} pads for {} axes", pads.len(), axes.len())));
+                }
+                let mut full = vec![0; 2 * rank];
+                for (j, &a) in axes.iter().enumerate() {
+                    let a = cx.axis(a, rank, "axis")?;
+                    full[a] = pads[j];
+                    full[a + rank] = pads[j + axes.len()];
+                }
+                full
+            }
+        };
+        (pads, value)
+    };
+    if pads.len() != 2 * rank {
+        return Err(cx.bad(format!(
+            "{} pads for rank {rank} (expected {})",
+            pads.len(),
+            2 * rank
+        )));
+    }
+    Ok(vec![cx.op(Op::Pad { pads, value }, &[x])?])
+}
+
+/// `Shape(start = 0, end)`.
+pub fn shape(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let start = cx.int_or("start", 0)?;
+    let end = cx.attr_int("end")?;
+    Ok(vec![cx.op(Op::Shape { start, end }, &[x])?])
+}
+
+/// An op with one input and no attributes.
+pub fn simple(cx: &mut NodeCx, op: Op) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    Ok(vec![cx.op(op, &[x])?])
+}
+
+/// `Constant`: `value` (tensor), or from opset 12 `value_float(s)` / `value_int(s)`.
+pub fn constant(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    for unsupported in ["sparse_value", "value_string", "value_strings"] {
+        if cx.attrs.has(unsupported) {
+            return Err(cx.unsupported(format!("attribute '{unsupported}'")));
+        }
+    }
+    let ir = |cx: &NodeCx, e: shapejit_ir::tensor::TensorError| cx.bad(e.to_string());
+    let value = if let Some(tp) = cx.attr_tensor("value")? {
+        tensor_from_proto(tp, cx.g.external)?
+    } else if let Some(f) = cx.attr_float("value_float")? {
+        Tensor::scalar(f)
+    } else if let Some(fs) = cx.attr_floats("value_floats")? {
+        let n = fs.len();
+        Tensor::from_vec(fs, &[n]).map_err(|e| ir(cx, e))?
+    } else if let Some(i) = cx.attr_int("value_int")? {
+        Tensor::scalar(i)
+    } else if let Some(is) = cx.attr_ints("value_ints")? {
+        let n = is.len();
+        Tensor::from_vec(is, &[n]).map_err(|e| ir(cx, e))?
+    } else {
+        return Err(cx.bad("no value attribute"));
+    };
+    Ok(vec![cx.constant(value)])
+}
+
+/// `ConstantOfShape(shape)`, `value` defaults to a float 0.
+pub fn constant_of_shape(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let shape = cx.input(0)?;
+    let value = match cx.attr_tensor("value")? {
+        Some(tp) => tensor_from_proto(tp, cx.g.external)?,
+        None => Tensor::scalar(0f32),
+    };
+    Ok(vec![cx.op(Op::ConstantOfShape { value }, &[shape])?])
+}
+
+/// `Range(start, limit, delta)`.
+pub fn range(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (a, b, c) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
+    Ok(vec![cx.op(Op::Range, &[a, b, c])?])
+}
+
+/// `Identity`: the output is the input value itself.
+pub fn identity(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    Ok(vec![cx.input(0)?])
+}
+
+/// `Dropout` at inference: identity; the mask output (if wanted) is all true.
+/// Training mode (a constant `true` `training_mode` input) is unsupported.
+pub fn dropout(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    cx.attrs.ignore("ratio");
+    cx.attrs.ignore("seed");
+    if cx.int_or("is_test", 1)? == 0 {
+        return Err(cx.unsupported("is_test = 0 (training)"));
+    }
+    if let Some(mode) = cx.opt_input(2)? {
+        let on = cx
+            .const_tensor(mode)
+            .map(|t| t.to_f64_vec().iter().any(|&v| v != 0.0));
+        if on != Some(false) {
+            return Err(cx.unsupported("training_mode that is not a constant false"));
+        }
+    }
+    if !cx.wants_output(1) {
+        return Ok(vec![x]);
+    }
+    let shape = cx.op(
+        Op::Shape {
+            start: 0,
+            end: None,
+        },
+        &[x],
+    )?;
+    let mask = cx.op(
+        Op::ConstantOfShape {
+            value: Tensor::scalar(true),
+        },
+        &[shape],
+    )?;
+    Ok(vec![x, mask])
+}

@@ -1,0 +1,192 @@
+//! `TensorProto` → [`Tensor`]: raw bytes, typed fields and external data.
+//!
+//! Element data comes from, in order of precedence: the external file
+//! (`data_location = EXTERNAL`), `raw_data`, or the typed field of the dtype
+//! (`float_data`, `int32_data`, `int64_data`; bools are stored in `int32_data`).
+//! Supported dtypes: FLOAT, INT32, INT64, BOOL; any other is an error naming it.
+//!
+//! **Invariant:** raw and external bytes are never copied when they are aligned
+//! for the dtype: the tensor is a slice of the memory-mapped file. Unaligned
+//! bytes (protobuf does not align `raw_data`) are copied once into aligned
+//! storage. Raw data is read as little-endian (the ONNX byte order), which is
+//! the byte order of every target this crate supports.
+//!
+//! **Invariant:** an external location resolves inside the model's directory:
+//! absolute paths, `..` components and symlinks leading outside are rejected.
+
+#[cfg(target_endian = "big")]
+compile_error!("shapejit-onnx reads ONNX raw data in place and needs a little-endian target");
+
+use crate::error::OnnxError;
+use crate::proto::{DATA_LOCATION_EXTERNAL, TensorProto, data_type};
+use bytes::Bytes;
+use shapejit_ir::{DType, Tensor};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+
+/// Maps an ONNX data type code to an IR dtype.
+pub fn dtype_of(code: i32) -> Option<DType> {
+    match code {
+        data_type::FLOAT => Some(DType::F32),
+        data_type::INT32 => Some(DType::I32),
+        data_type::INT64 => Some(DType::I64),
+        data_type::BOOL => Some(DType::Bool),
+        _ => None,
+    }
+}
+
+/// The error for a data type the IR has no dtype for.
+pub fn unsupported_dtype(code: i32) -> String {
+    format!(
+        "unsupported data type {} (supported: FLOAT, INT32, INT64, BOOL)",
+        data_type::name(code)
+    )
+}
+
+/// Resolves and maps external-data files, one map per file.
+#[derive(Debug, Default)]
+pub struct ExternalFiles {
+    base_dir: Option<PathBuf>,
+    maps: RefCell<HashMap<PathBuf, Bytes>>,
+}
+
+impl ExternalFiles {
+    /// External files are looked up in `base_dir` (the model's directory);
+    /// `None` rejects every external tensor.
+    pub fn new(base_dir: Option<&Path>) -> ExternalFiles {
+        ExternalFiles {
+            base_dir: base_dir.map(Path::to_path_buf),
+            maps: RefCell::default(),
+        }
+    }
+
+    fn file_bytes(&self, tensor: &str, location: &str) -> Result<Bytes, OnnxError> {
+        let err = |what: String| OnnxError::Tensor {
+            name: tensor.to_string(),
+            what,
+        };
+        let base = self.base_dir.as_ref().ok_or_else(|| {
+            err(format!("external data '{location}' needs the model's directory (load the model from a path)"))
+        })?;
+        let rel = Path::new(location);
+        if location.is_empty()
+            || !rel
+                .components()
+                .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            return Err(err(format!(
+                "external data location '{location}' must be a relative path inside the model's directory"
+            )));
+        }
+        let io = |path: &Path, source| OnnxError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let joined = base.join(rel);
+        let canonical = joined.canonicalize().map_err(|e| io(&joined, e))?;
+        let canonical_base = base.canonicalize().map_err(|e| io(base, e))?;
+        if !canonical.starts_with(&canonical_base) {
+            return Err(err(format!(
+                "external data location '{location}' leads outside the model's directory"
+            )));
+        }
+        if let Some(bytes) = self.maps.borrow().get(&canonical) {
+            return Ok(bytes.clone());
+        }
+        let bytes = map_file(&canonical)?;
+        self.maps.borrow_mut().insert(canonical, bytes.clone());
+        Ok(bytes)
+    }
+
+    /// The bytes of an external tensor (`location`, `offset`, `length` entries).
+    fn tensor_bytes(&self, tp: &TensorProto, name: &str) -> Result<Bytes, OnnxError> {
+        let err = |what: String| OnnxError::Tensor {
+            name: name.to_string(),
+            what,
+        };
+        let (mut location, mut offset, mut length) = (None, 0usize, None);
+        for entry in &tp.external_data {
+            let number = || {
+                entry.value.parse::<usize>().map_err(|_| {
+                    err(format!(
+                        "external data '{}' is not a byte count: '{}'",
+                        entry.key, entry.value
+                    ))
+                })
+            };
+            match entry.key.as_str() {
+                "location" => location = Some(entry.value.as_str()),
+                "offset" => offset = number()?,
+                "length" => length = Some(number()?),
+                // The checksum is optional and informative; it is not verified.
+                _ => {}
+            }
+        }
+        let location =
+            location.ok_or_else(|| err("external data without a 'location' entry".into()))?;
+        let file = self.file_bytes(name, location)?;
+        let end = match length {
+            Some(len) => offset.checked_add(len),
+            None => Some(file.len()),
+        };
+        match end {
+            Some(end) if offset <= end && end <= file.len() => Ok(file.slice(offset..end)),
+            _ => Err(err(format!(
+                "external data range offset {offset} length {length:?} is outside '{location}' ({} bytes)",
+                file.len()
+            ))),
+        }
+    }
+}
+
+/// Maps a whole file read-only into a `Bytes` (empty files become empty bytes).
+pub fn map_file(path: &Path) -> Result<Bytes, OnnxError> {
+    let io = |source| OnnxError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    if file.metadata().map_err(io)?.len() == 0 {
+        return Ok(Bytes::new());
+    }
+    // SAFETY: the map is read-only and lives as long as the `Bytes` that own it.
+    // Another process truncating or rewriting the file while it is mapped is
+    // outside what this library can guard against (as for every mmap-based loader).
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    Ok(Bytes::from_owner(map))
+}
+
+/// Converts a `TensorProto` (an initializer, a `Constant` value or test data).
+pub fn tensor_from_proto(tp: &TensorProto, external: &ExternalFiles) -> Result<Tensor, OnnxError> {
+    let name = if tp.name.is_empty() {
+        "<unnamed>"
+    } else {
+        tp.name.as_str()
+    };
+    let err = |what: String| OnnxError::Tensor {
+        name: name.to_string(),
+        what,
+    };
+    let dtype = dtype_of(tp.data_type).ok_or_else(|| err(unsupported_dtype(tp.data_type)))?;
+    let shape = tp
+        .dims
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| err(format!("negative dim {d} in {:?}", tp.dims))))
+        .collect::<Result<Vec<usize>, _>>()?;
+    let ir = |e: shapejit_ir::tensor::TensorError| err(e.to_string());
+    if tp.data_location == DATA_LOCATION_EXTERNAL {
+        let bytes = external.tensor_bytes(tp, name)?;
+        return Tensor::from_bytes_or_copy(dtype, &shape, bytes).map_err(ir);
+    }
+    if !tp.raw_data.is_empty() {
+        return Tensor::from_bytes_or_copy(dtype, &shape, tp.raw_data.clone()).map_err(ir);
+    }
+    match dtype {
+        DType::F32 => Tensor::from_vec(tp.float_data.clone(), &shape),
+        DType::I32 => Tensor::from_vec(tp.int32_data.clone(), &shape),
+        DType::I64 => Tensor::from_vec(tp.int64_data.clone(), &shape),
+        DType::Bool => Tensor::from_vec(tp.int32_data.iter().map(|&v| v != 0).collect(), &shape),
+    }
+    .map_err(ir)
+}

@@ -24,9 +24,7 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use shapejit_ir::{
-    BinaryOp, DType, Graph, GraphBuilder, IrError, Op, Tensor, UnaryOp, ValueId, shape,
-};
+use shapejit_ir::{DType, Graph, GraphBuilder, IrError, Tensor, ValueId, shape};
 
 /// The names accepted by [`by_name`] (the `NAME` of `builtin:NAME`).
 pub const NAMES: &[&str] = &["transformer", "mlp", "elementwise"];
@@ -120,18 +118,6 @@ impl ModelBuilder {
         Ok(self.graph.constant(name, Tensor::from_vec(data, shape)?))
     }
 
-    fn op(&mut self, op: Op, inputs: &[ValueId]) -> Result<ValueId, IrError> {
-        self.graph.op(op, inputs)
-    }
-
-    fn binary(&mut self, op: BinaryOp, a: ValueId, b: ValueId) -> Result<ValueId, IrError> {
-        self.op(Op::Binary(op), &[a, b])
-    }
-
-    fn unary(&mut self, op: UnaryOp, x: ValueId) -> Result<ValueId, IrError> {
-        self.op(Op::Unary(op), &[x])
-    }
-
     /// `x @ w + b` with `w: [fan_in, fan_out]` ~ N(0, 1/fan_in) and `b` ~ N(0, 0.02²).
     fn linear(
         &mut self,
@@ -147,8 +133,8 @@ impl ModelBuilder {
             1.0 / (fan_in as f64).sqrt(),
         )?;
         let b = self.param(&format!("{name}_b"), &[fan_out], 0.0, 0.02)?;
-        let xw = self.op(Op::MatMul, &[x, w])?;
-        self.binary(BinaryOp::Add, xw, b)
+        let xw = self.graph.matmul(x, w)?;
+        self.graph.add(xw, b)
     }
 
     /// Layer norm over the last axis; scale ~ N(1, 0.1²), bias ~ N(0, 0.1²) so the
@@ -156,13 +142,7 @@ impl ModelBuilder {
     fn layer_norm(&mut self, x: ValueId, name: &str, width: usize) -> Result<ValueId, IrError> {
         let scale = self.param(&format!("{name}_scale"), &[width], 1.0, 0.1)?;
         let bias = self.param(&format!("{name}_bias"), &[width], 0.0, 0.1)?;
-        self.op(
-            Op::LayerNorm {
-                axis: -1,
-                epsilon: LN_EPSILON,
-            },
-            &[x, scale, bias],
-        )
+        self.graph.layer_norm(x, scale, Some(bias), -1, LN_EPSILON)
     }
 
     /// An i64 shape constant.
@@ -192,33 +172,30 @@ fn build_transformer() -> Result<Graph, IrError> {
     for layer in 0..LAYERS {
         let l = format!("l{layer}");
         let h = m.layer_norm(x, &format!("{l}_ln1"), HIDDEN)?;
+        // [batch, seq, hidden] -> [batch, seq, heads, head_dim] -> permuted
         let heads =
-            |m: &mut ModelBuilder, name: &str, perm: Vec<usize>| -> Result<ValueId, IrError> {
+            |m: &mut ModelBuilder, name: &str, perm: &[usize]| -> Result<ValueId, IrError> {
                 let proj = m.linear(h, &format!("{l}_{name}"), HIDDEN, HIDDEN)?;
-                let split = m.op(Op::Reshape { allowzero: false }, &[proj, split_shape])?;
-                m.op(Op::Transpose { perm }, &[split])
+                let split = m.graph.reshape_to(proj, split_shape)?;
+                m.graph.transpose(split, perm)
             };
-        let q = heads(&mut m, "q", vec![0, 2, 1, 3])?; // [batch, heads, seq, head_dim]
-        let k_t = heads(&mut m, "k", vec![0, 2, 3, 1])?; // [batch, heads, head_dim, seq]
-        let v = heads(&mut m, "v", vec![0, 2, 1, 3])?;
-        let scores = m.op(Op::MatMul, &[q, k_t])?;
-        let scaled = m.binary(BinaryOp::Mul, scores, scale)?;
-        let probs = m.op(Op::Softmax { axis: -1 }, &[scaled])?;
-        let context = m.op(Op::MatMul, &[probs, v])?;
-        let context = m.op(
-            Op::Transpose {
-                perm: vec![0, 2, 1, 3],
-            },
-            &[context],
-        )?;
-        let context = m.op(Op::Reshape { allowzero: false }, &[context, merge_shape])?;
+        let q = heads(&mut m, "q", &[0, 2, 1, 3])?; // [batch, heads, seq, head_dim]
+        let k_t = heads(&mut m, "k", &[0, 2, 3, 1])?; // [batch, heads, head_dim, seq]
+        let v = heads(&mut m, "v", &[0, 2, 1, 3])?;
+        let g = &mut m.graph;
+        let scores = g.matmul(q, k_t)?;
+        let scaled = g.mul(scores, scale)?;
+        let probs = g.softmax(scaled, -1)?;
+        let context = g.matmul(probs, v)?;
+        let context = g.transpose(context, &[0, 2, 1, 3])?;
+        let context = g.reshape_to(context, merge_shape)?;
         let attn = m.linear(context, &format!("{l}_o"), HIDDEN, HIDDEN)?;
-        let h = m.binary(BinaryOp::Add, x, attn)?;
+        let h = m.graph.add(x, attn)?;
         let f = m.layer_norm(h, &format!("{l}_ln2"), HIDDEN)?;
         let f = m.linear(f, &format!("{l}_ff1"), HIDDEN, FFN)?;
-        let f = m.unary(UnaryOp::Gelu { tanh_approx: false }, f)?;
+        let f = m.graph.gelu(f, false)?;
         let f = m.linear(f, &format!("{l}_ff2"), FFN, HIDDEN)?;
-        x = m.binary(BinaryOp::Add, h, f)?;
+        x = m.graph.add(h, f)?;
     }
     let y = m.layer_norm(x, "ln_f", HIDDEN)?;
     m.finish(y)
@@ -233,7 +210,7 @@ fn build_mlp() -> Result<Graph, IrError> {
     for (i, pair) in MLP_DIMS.windows(2).enumerate() {
         x = m.linear(x, &format!("fc{i}"), pair[0], pair[1])?;
         if i + 2 < MLP_DIMS.len() {
-            x = m.unary(UnaryOp::Relu, x)?;
+            x = m.graph.relu(x)?;
         }
     }
     m.finish(x)
@@ -250,13 +227,14 @@ fn build_elementwise() -> Result<Graph, IrError> {
     let w = m.param("w", &[ELEMENTWISE_WIDTH], 0.0, 1.0)?;
     let b = m.param("b", &[ELEMENTWISE_WIDTH], 0.0, 0.5)?;
     let c = m.graph.constant("c", Tensor::scalar(0.25f32));
-    let y = m.binary(BinaryOp::Mul, x, w)?;
-    let y = m.binary(BinaryOp::Add, y, b)?;
-    let t = m.unary(UnaryOp::Tanh, y)?;
-    let u = m.binary(BinaryOp::Mul, t, y)?;
-    let v = m.binary(BinaryOp::Add, u, x)?;
-    let s = m.unary(UnaryOp::Sigmoid, v)?;
-    let o = m.binary(BinaryOp::Mul, s, v)?;
-    let o = m.binary(BinaryOp::Sub, o, c)?;
+    let g = &mut m.graph;
+    let y = g.mul(x, w)?;
+    let y = g.add(y, b)?;
+    let t = g.tanh(y)?;
+    let u = g.mul(t, y)?;
+    let v = g.add(u, x)?;
+    let s = g.sigmoid(v)?;
+    let o = g.mul(s, v)?;
+    let o = g.sub(o, c)?;
     m.finish(o)
 }

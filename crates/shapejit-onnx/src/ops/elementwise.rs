@@ -132,9 +132,19 @@ pub fn cast(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     Ok(vec![cx.op(Op::Cast { to }, &[x])?])
 }
 
-/// `PRelu(x, slope)` = `x < 0 ? slope * x : x`.
+/// `PRelu(x, slope)` = `x < 0 ? slope * x : x`. Before opset 7 a 1-D slope
+/// of the channel count is per channel (axis 1), as PyTorch exported it.
 pub fn prelu(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
-    let (x, slope) = (cx.input(0)?, cx.input(1)?);
+    let (x, mut slope) = (cx.input(0)?, cx.input(1)?);
+    let rank = cx.rank(x);
+    if cx.opset() < 7
+        && rank > 2
+        && cx.rank(slope) == 1
+        && cx.ty(slope).shape.dims()[0] == cx.ty(x).shape.dims()[1]
+    {
+        let axes = (1..rank as i64 - 1).collect();
+        slope = cx.op(Op::Unsqueeze { axes }, &[slope])?;
+    }
     let zero = cx.const_scalar(cx.ty(x).dtype, 0.0);
     let neg = cx.op(Op::Binary(BinaryOp::Lt), &[x, zero])?;
     let scaled = cx.op(Op::Binary(BinaryOp::Mul), &[x, slope])?;

@@ -222,10 +222,20 @@ fn geometry(cx: &NodeCx, x: ValueId, n: usize, kernel: Option<Vec<i64>>) -> Node
                     cx.unsupported(format!(
                         "auto_pad = {mode} over the symbolic spatial dim {d}"
                     ))
-                })? as usize;
+                })?;
+                let size =
+                    usize::try_from(size).map_err(|_| cx.bad(format!("spatial dim {size}")))?;
                 let out = size.div_ceil(strides[i]);
-                let span = (kernel[i] - 1) * dilations[i] + 1;
-                let total = ((out.saturating_sub(1)) * strides[i] + span).saturating_sub(size);
+                let total = (kernel[i] - 1)
+                    .checked_mul(dilations[i])
+                    .and_then(|s| {
+                        out.saturating_sub(1)
+                            .checked_mul(strides[i])?
+                            .checked_add(s)?
+                            .checked_add(1)
+                    })
+                    .ok_or_else(|| cx.bad("kernel, stride and dilation overflow"))?
+                    .saturating_sub(size);
                 let small = total / 2;
                 let (begin, end) = if mode == "SAME_UPPER" {
                     (small, total - small)

@@ -98,19 +98,23 @@ pub fn split(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
                     cx.ty(x).shape.dims()[axis]
                 ))
             })?;
-            if parts <= 0 {
-                return Err(cx.bad(format!("cannot split into {parts} parts")));
+            if parts <= 0 || parts != cx.node.output.len() as i64 {
+                return Err(cx.bad(format!(
+                    "cannot split into {parts} parts for {} outputs",
+                    cx.node.output.len()
+                )));
             }
-            let chunk = if num_outputs.is_some() {
-                (dim + parts - 1) / parts
-            } else {
-                dim / parts
-            };
+            let rounded_up = num_outputs.is_some() && dim % parts != 0;
+            let chunk = dim / parts + i64::from(rounded_up);
             if num_outputs.is_none() && dim % parts != 0 {
                 return Err(cx.bad(format!("dim {dim} does not split into {parts} equal parts")));
             }
             (0..parts)
-                .map(|i| chunk.min(dim - i * chunk).max(0))
+                .map(|i| {
+                    chunk
+                        .min(dim.saturating_sub(i.saturating_mul(chunk)))
+                        .max(0)
+                })
                 .collect()
         }
     };

@@ -64,6 +64,19 @@ impl InferCtx {
     }
 }
 
+/// True when a recorded type agrees with an inferred one: same dtype and rank,
+/// and every dim equal unless inference left it unknown (a fresh symbol of `ctx`).
+pub fn type_matches(recorded: &ValueType, inferred: &ValueType, ctx: &InferCtx) -> bool {
+    recorded.dtype == inferred.dtype
+        && recorded.shape.rank() == inferred.shape.rank()
+        && recorded
+            .shape
+            .dims()
+            .iter()
+            .zip(inferred.shape.dims())
+            .all(|(a, b)| a == b || ctx.is_fresh(b))
+}
+
 /// One inferred output.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Inferred {

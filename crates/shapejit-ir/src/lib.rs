@@ -16,6 +16,7 @@ pub mod infer;
 pub mod op;
 pub mod shape;
 pub mod tensor;
+pub mod text;
 pub mod verify;
 
 pub use builder::GraphBuilder;
@@ -27,4 +28,5 @@ pub use graph::{Graph, Node, NodeId, ValueId, ValueInfo, ValueType};
 pub use op::{BinaryOp, Op, ReduceOp, UnaryOp, Window2d};
 pub use shape::{IntoDim, Shape};
 pub use tensor::Tensor;
+pub use text::parse;
 pub use verify::verify;

@@ -16,7 +16,7 @@
 
 use crate::error::IrError;
 use crate::graph::{Graph, Node, ValueId, ValueInfo};
-use crate::infer::{InferCtx, Inferred, infer};
+use crate::infer::{InferCtx, infer, type_matches};
 use crate::op::Op;
 
 /// Deepest nesting of sub-graphs (`if` inside `loop` inside ...) accepted.
@@ -197,7 +197,7 @@ fn check_types(graph: &Graph, node: &Node, ctx: &mut InferCtx) -> Result<(), Str
     }
     for (i, (&o, inf)) in node.outputs.iter().zip(&inferred).enumerate() {
         let recorded = graph.value(o);
-        if !type_matches(recorded, inf, ctx) {
+        if !type_matches(&recorded.ty, &inf.ty, ctx) {
             return Err(format!(
                 "output {i} '{}' is recorded as {}, but shape inference gives {}",
                 recorded.name, recorded.ty, inf.ty
@@ -211,18 +211,6 @@ fn check_types(graph: &Graph, node: &Node, ctx: &mut InferCtx) -> Result<(), Str
         }
     }
     Ok(())
-}
-
-/// Same dtype and rank, and every dim equal unless inference left it fresh.
-fn type_matches(recorded: &ValueInfo, inferred: &Inferred, ctx: &InferCtx) -> bool {
-    let (r, i) = (&recorded.ty, &inferred.ty);
-    r.dtype == i.dtype
-        && r.shape.rank() == i.shape.rank()
-        && r.shape
-            .dims()
-            .iter()
-            .zip(i.shape.dims())
-            .all(|(a, b)| a == b || ctx.is_fresh(b))
 }
 
 #[cfg(test)]

@@ -1,0 +1,38 @@
+//! The `.sjir` text format: [`std::fmt::Display`] for [`Graph`] prints it,
+//! [`parse`] reads it.
+//!
+//! ```text
+//! graph @mlp(%x: f32[batch, 4]) -> (%y) {
+//!   %w = constant f32[4, 2] [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+//!   %h = matmul %x, %w : f32[batch, 2]
+//!   %y = softmax @out %h {axis = -1} : f32[batch, 2]
+//! }
+//! ```
+//!
+//! - Values are `%name`, graph and node names `@name`; names outside
+//!   `[A-Za-z0-9_.]` are quoted: `%"/layer.0/Add_output_0"` (escapes `\\`,
+//!   `\"`, `\n`, `\t`, `\u{7f}`). A node's name is printed (`@out`) only when it
+//!   differs from its first output's name.
+//! - A statement is `%outs = op [@node] %ins {attr = value, ...} : types`,
+//!   with `then graph ...` / `else graph ...` (`if`) or `body graph ...`
+//!   (`loop`) after the types. Every attribute is printed; when parsing, the
+//!   ONNX defaults fill in the ones left out, and output types are optional
+//!   (inference supplies them).
+//! - Constants are `dtype[dims] [elements]` when they have at most
+//!   [`print::MAX_LITERAL_ELEMS`] elements and no NaN, else the raw
+//!   little-endian bytes as `hex"..."`, so every bit (NaN payloads included)
+//!   round-trips.
+//! - `//` starts a comment.
+//!
+//! **Invariant:** `print(parse(print(g))) == print(g)` for every graph `g`.
+
+mod attrs;
+mod lexer;
+mod parse;
+pub mod print;
+
+pub use parse::parse;
+pub use print::Elided;
+
+#[cfg(test)]
+mod tests;

@@ -16,7 +16,9 @@ use crate::shape::Shape;
 use std::fmt;
 
 /// Index of a value in [`Graph::values`].
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct ValueId(pub u32);
 
 impl ValueId {
@@ -33,7 +35,9 @@ impl fmt::Debug for ValueId {
 }
 
 /// Index of a node in [`Graph::nodes`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct NodeId(pub u32);
 
 impl NodeId {
@@ -44,7 +48,7 @@ impl NodeId {
 }
 
 /// The static type of a value: dtype and (possibly symbolic) shape.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ValueType {
     /// element type
     pub dtype: DType,
@@ -59,7 +63,7 @@ impl fmt::Display for ValueType {
 }
 
 /// What the graph knows about a value.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ValueInfo {
     /// unique name in the graph
     pub name: String,
@@ -71,7 +75,7 @@ pub struct ValueInfo {
 }
 
 /// One operation applied to values.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Node {
     /// unique name (for errors and listings)
     pub name: String,
@@ -84,7 +88,7 @@ pub struct Node {
 }
 
 /// A dataflow graph.
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Graph {
     /// graph name
     pub name: String,

@@ -14,6 +14,7 @@ pub mod error;
 pub mod graph;
 pub mod infer;
 pub mod op;
+mod serde_impls;
 pub mod shape;
 pub mod tensor;
 pub mod text;

@@ -13,7 +13,7 @@ use crate::tensor::Tensor;
 
 /// Elementwise unary ops. Tolerance: exact for neg/abs/relu/not/clip;
 /// ≤ 4 ulp-ish relative (1e-6) for the transcendental ones.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum UnaryOp {
     /// `-x`
     Neg,
@@ -87,7 +87,7 @@ impl UnaryOp {
 /// Elementwise binary ops with NumPy broadcasting. Arithmetic ops keep the input
 /// dtype; comparisons output bool; `and`/`or` take and give bool.
 /// Tolerance: exact (IEEE) except `pow` (1e-6 relative).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum BinaryOp {
     /// `a + b`
     Add,
@@ -174,7 +174,7 @@ impl BinaryOp {
 
 /// Reductions over axes. Tolerance: sum/mean 1e-5 relative (summation order),
 /// max/min exact, prod 1e-5 relative.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ReduceOp {
     /// sum
     Sum,
@@ -202,7 +202,7 @@ impl ReduceOp {
 }
 
 /// 2-D window parameters shared by conv and pooling (NCHW layout).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Window2d {
     /// kernel height and width (for conv: taken from the weight shape; kept here for pools)
     pub kernel: [usize; 2],
@@ -217,7 +217,7 @@ pub struct Window2d {
 /// One operation of the graph.
 ///
 /// Inputs are listed per variant; optional trailing inputs may be omitted.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     /// Elementwise unary op. Inputs: `x`.
     Unary(UnaryOp),

@@ -4,7 +4,7 @@ use crate::dim::{Dim, DimParseError};
 use std::fmt;
 
 /// A tensor shape whose dims may be symbolic.
-#[derive(Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct Shape(pub Vec<Dim>);
 
 impl Shape {

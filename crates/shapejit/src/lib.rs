@@ -1,1 +1,168 @@
-//! Placeholder until this crate lands.
+//! shapejit: run neural-network inference graphs whose shapes change from call
+//! to call (batch size, sequence length) fast on CPU.
+//!
+//! This crate is the embedding API: load a model ([`Module::load`] or
+//! [`Module::from_graph`]), make one [`Runtime`] per thread, and [`Runtime::run`]
+//! it with any batch size. A [`Module`] is cheap to clone and `Send + Sync`;
+//! outputs are owned by the caller.
+//!
+//! ```
+//! use shapejit::{DType, GraphBuilder, Module, Options, Tensor, shape};
+//!
+//! // y = relu(x * 2 - 1) over x: f32[batch, 3]
+//! let mut b = GraphBuilder::new("tiny");
+//! let x = b.input("x", DType::F32, shape!["batch", 3]);
+//! let two = b.const_f32(2.0)?;
+//! let one = b.const_f32(1.0)?;
+//! let y = b.mul(x, two)?;
+//! let y = b.sub(y, one)?;
+//! let y = b.relu(y)?;
+//! b.output("y", y)?;
+//! let module = Module::from_graph(b.finish()?, Options::default())?;
+//!
+//! let mut rt = module.runtime();
+//! for batch in [1, 4] {
+//!     let data: Vec<f32> = (0..batch * 3).map(|i| i as f32 * 0.5).collect();
+//!     let out = rt.run(&[Tensor::from_vec(data.clone(), &[batch, 3])?])?;
+//!     assert_eq!(out[0].shape(), &[batch, 3]);
+//!     let expected: Vec<f32> = data.iter().map(|v| (v * 2.0 - 1.0).max(0.0)).collect();
+//!     assert_eq!(out[0].as_slice::<f32>()?, &expected[..]);
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Model sources accepted by [`Module::load`]: `builtin:NAME` (see [`builtin`]),
+//! `.sjir` text files and `.onnx` files.
+//!
+//! **Invariant:** every program a [`Module`] runs was lowered from a verified
+//! graph and passed the bytecode verifier.
+#![deny(missing_docs)]
+
+pub mod builtin;
+mod error;
+
+pub use error::Error;
+pub use shapejit_bytecode::{self as bytecode, IoSpec, Program};
+pub use shapejit_ir::{
+    self as ir, BinaryOp, DType, Dim, Graph, GraphBuilder, Op, ReduceOp, Shape, Tensor, UnaryOp,
+    ValueType, shape,
+};
+pub use shapejit_vm::{
+    self as vm, CompileMode, GuardPolicy, InputError, Options, RunError, SlotStats, Stats, Tier,
+};
+
+use std::path::Path;
+use std::sync::Arc;
+
+/// A loaded model: the graph, its verified bytecode and the shared VM state.
+#[derive(Clone, Debug)]
+pub struct Module {
+    vm: shapejit_vm::Module,
+    graph: Arc<Graph>,
+}
+
+impl Module {
+    /// Loads `model`: `builtin:NAME`, a `.sjir` file or an `.onnx` file.
+    pub fn load(model: &str, options: Options) -> Result<Module, Error> {
+        Module::from_graph(load_graph(model)?, options)
+    }
+
+    /// Lowers a graph (verified first) and builds a module for it.
+    pub fn from_graph(graph: Graph, options: Options) -> Result<Module, Error> {
+        let program = shapejit_bytecode::lower(&graph)?;
+        let vm = shapejit_vm::Module::new(program, options)?;
+        Ok(Module {
+            vm,
+            graph: Arc::new(graph),
+        })
+    }
+
+    /// A new runtime; use one per thread.
+    pub fn runtime(&self) -> Runtime {
+        Runtime {
+            inner: self.vm.runtime(),
+        }
+    }
+
+    /// A snapshot of per-slot and global statistics.
+    pub fn stats(&self) -> Stats {
+        self.vm.stats()
+    }
+
+    /// The graph the module was built from.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The lowered program (its `Display` is the bytecode listing).
+    pub fn program(&self) -> &Program {
+        self.vm.program()
+    }
+
+    /// The graph inputs: names and declared types, in `run` order.
+    pub fn inputs(&self) -> &[IoSpec] {
+        &self.vm.program().inputs
+    }
+
+    /// The graph outputs: names and declared types, in result order.
+    pub fn outputs(&self) -> &[IoSpec] {
+        &self.vm.program().outputs
+    }
+
+    /// The VM module (for tools that need counters and profiles).
+    pub fn vm(&self) -> &shapejit_vm::Module {
+        &self.vm
+    }
+}
+
+/// One thread's interpreter for a [`Module`].
+pub struct Runtime {
+    inner: shapejit_vm::Runtime,
+}
+
+impl Runtime {
+    /// Runs the model on `inputs` (in [`Module::inputs`] order); the outputs are
+    /// owned by the caller.
+    pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
+        self.inner.run(inputs).map_err(Error::from)
+    }
+
+    /// The VM runtime.
+    pub fn vm(&mut self) -> &mut shapejit_vm::Runtime {
+        &mut self.inner
+    }
+}
+
+/// Reads a model source into a graph.
+pub fn load_graph(model: &str) -> Result<Graph, Error> {
+    if let Some(name) = model.strip_prefix("builtin:") {
+        return builtin::by_name(name).ok_or_else(|| Error::UnknownBuiltin {
+            name: name.to_string(),
+            known: builtin::NAMES.join(", "),
+        });
+    }
+    let path = Path::new(model);
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("sjir") => {
+            let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+                path: model.to_string(),
+                message: e.to_string(),
+            })?;
+            shapejit_ir::text::parse(&text).map_err(|source| Error::Parse {
+                path: model.to_string(),
+                source,
+            })
+        }
+        Some("onnx") => shapejit_onnx::load_path(path).map_err(|source| Error::Onnx {
+            path: model.to_string(),
+            source,
+        }),
+        Some("sjb") => Err(Error::Unsupported {
+            path: model.to_string(),
+            what: "bytecode images (.sjb) cannot be loaded yet",
+        }),
+        _ => Err(Error::UnknownFormat {
+            path: model.to_string(),
+        }),
+    }
+}

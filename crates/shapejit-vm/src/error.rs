@@ -1,0 +1,128 @@
+//! Errors of running a program.
+//!
+//! [`InputError`] variants are the caller's fault and name the input with the
+//! expected and actual values; [`RunError::Op`] names the IR node whose op
+//! rejected its operands; [`RunError::Internal`] is a bug in shapejit.
+
+use shapejit_ir::DType;
+
+/// A graph input does not match the program's declared input.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// Wrong number of inputs.
+    #[error("expected {expected} inputs, got {actual}")]
+    Count {
+        /// inputs declared
+        expected: usize,
+        /// inputs given
+        actual: usize,
+    },
+    /// Wrong dtype.
+    #[error("input '{input}': dtype expected {expected}, got {actual}")]
+    DType {
+        /// input name
+        input: String,
+        /// declared dtype
+        expected: DType,
+        /// given dtype
+        actual: DType,
+    },
+    /// Wrong rank.
+    #[error("input '{input}': rank expected {expected} ({declared}), got {actual} ({shape:?})")]
+    Rank {
+        /// input name
+        input: String,
+        /// declared rank
+        expected: usize,
+        /// declared shape, as text
+        declared: String,
+        /// given rank
+        actual: usize,
+        /// given shape
+        shape: Vec<usize>,
+    },
+    /// A known dim differs.
+    #[error("input '{input}': dim {dim} expected {expected}, got {actual}")]
+    Dim {
+        /// input name
+        input: String,
+        /// dim index
+        dim: usize,
+        /// declared size
+        expected: i64,
+        /// given size
+        actual: usize,
+    },
+    /// A symbolic dim disagrees with the value an earlier dim bound it to.
+    #[error(
+        "input '{input}': dim {dim} is '{symbol}' = {bound} (bound by an earlier dim), got {actual}"
+    )]
+    Symbol {
+        /// input name
+        input: String,
+        /// dim index
+        dim: usize,
+        /// symbol name
+        symbol: String,
+        /// the bound value
+        bound: i64,
+        /// given size
+        actual: usize,
+    },
+    /// A dim declared as an expression of symbols evaluates to another size.
+    #[error("input '{input}': dim {dim} expected {expr} = {expected}, got {actual}")]
+    Expr {
+        /// input name
+        input: String,
+        /// dim index
+        dim: usize,
+        /// the declared expression
+        expr: String,
+        /// its value under the bound symbols
+        expected: i64,
+        /// given size
+        actual: usize,
+    },
+}
+
+/// An error running a program.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RunError {
+    /// A graph input does not match its declaration.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// An op rejected its operands (e.g. a data-dependent shape is invalid).
+    #[error("node '{node}' ({op}): {message}")]
+    Op {
+        /// IR node name
+        node: String,
+        /// opcode
+        op: &'static str,
+        /// what the op reported
+        message: String,
+    },
+    /// A control-flow condition or loop counter is not a one-element tensor of the right dtype.
+    #[error("{pc}: {message}")]
+    Control {
+        /// the instruction
+        pc: shapejit_bytecode::Pc,
+        /// what is wrong
+        message: String,
+    },
+    /// A tensor too large to allocate.
+    #[error("cannot allocate {bytes} bytes for storage group {group}")]
+    OutOfMemory {
+        /// requested size
+        bytes: usize,
+        /// the group
+        group: shapejit_bytecode::GroupId,
+    },
+    /// A bug in shapejit (a verified program misbehaved).
+    #[error("internal error at {pc}: {message}")]
+    Internal {
+        /// the instruction
+        pc: shapejit_bytecode::Pc,
+        /// what went wrong
+        message: String,
+    },
+}

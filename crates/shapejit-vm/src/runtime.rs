@@ -1,0 +1,867 @@
+//! [`Runtime`]: one thread's interpreter state — registers, the arena (one
+//! 64-byte-aligned buffer per storage group), op scratch space — and the
+//! dispatch loop.
+//!
+//! Each `op` instruction builds [`TensorRef`]s from its operand registers; when
+//! [`ops::view`] applies the result aliases operand 0's storage (no copy),
+//! otherwise [`ops::output_types`] gives the result types, the result's storage
+//! group grows if needed, and [`ops::execute`] writes it. Graph outputs are
+//! copied into caller-owned tensors at `return`.
+//!
+//! **Invariants:**
+//! - a register holds a dtype, a layout and a storage reference (a group, a
+//!   constant or a graph input); the memory plan guarantees the storage is not
+//!   overwritten while the register is live;
+//! - result buffers are moved out of the arena while an instruction runs, so a
+//!   corrupt plan that aliases a result with an operand is caught by
+//!   [`TensorRef::new`]'s bounds check, never undefined behaviour;
+//! - after a run with given input shapes, another run with the same shapes
+//!   allocates only the returned tensors (buffers only grow, per-slot key memos
+//!   and profiles are reused).
+
+use crate::arena::AlignedBuf;
+use crate::copy::{to_contiguous, to_tensor};
+use crate::error::{InputError, RunError};
+use crate::hook::GuardCtx;
+use crate::module::{Module, ModuleInner};
+use crate::ops;
+use crate::profile::{KeyIdx, bump};
+use crate::shape_key::ShapeKey;
+use crate::tensor::{Dims, Layout, TensorMut, TensorRef};
+use shapejit_bytecode::{
+    ConstId, DimCheck, GroupId, Instr, IoSpec, Out, Pc, Reg, RegionId, SlotId,
+};
+use shapejit_ir::{DType, Op, Tensor};
+use smallvec::SmallVec;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Where a register's data lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Storage {
+    Group(GroupId),
+    Const(ConstId),
+    Input(u32),
+}
+
+#[derive(Clone, Debug)]
+struct RegVal {
+    dtype: DType,
+    layout: Layout,
+    storage: Storage,
+}
+
+/// A region being interpreted (profiling on): finished when `pc == end`.
+struct Pending {
+    end: usize,
+    slot: SlotId,
+    region: RegionId,
+    key: Arc<ShapeKey>,
+    idx: KeyIdx,
+    start: Instant,
+}
+
+/// Read-only state of one run.
+struct Ctx<'a> {
+    inner: &'a ModuleInner,
+    inputs: &'a [Tensor],
+    profile: bool,
+}
+
+type Memo = Option<(Arc<ShapeKey>, KeyIdx)>;
+
+/// One thread's interpreter.
+pub struct Runtime {
+    module: Module,
+    regs: Vec<Option<RegVal>>,
+    groups: Vec<AlignedBuf>,
+    staging: Vec<AlignedBuf>,
+    scratch: ops::Scratch,
+    symbols: Vec<Option<i64>>,
+    memo: Vec<Memo>,
+}
+
+fn internal(pc: usize, message: impl Into<String>) -> RunError {
+    RunError::Internal {
+        pc: Pc(pc as u32),
+        message: message.into(),
+    }
+}
+
+fn data<'a>(groups: &'a [AlignedBuf], ctx: &Ctx<'a>, storage: Storage) -> Option<&'a [u8]> {
+    match storage {
+        Storage::Group(g) => groups.get(g.index()).map(AlignedBuf::as_slice),
+        Storage::Const(c) => ctx
+            .inner
+            .program
+            .constants
+            .get(c.index())
+            .map(|t| &t.bytes()[..]),
+        Storage::Input(i) => ctx.inputs.get(i as usize).map(|t| &t.bytes()[..]),
+    }
+}
+
+fn reg_val(regs: &[Option<RegVal>], r: Reg, pc: usize) -> Result<&RegVal, RunError> {
+    regs.get(r.index())
+        .and_then(Option::as_ref)
+        .ok_or_else(|| internal(pc, format!("{r} is empty")))
+}
+
+fn tensor_ref<'a>(
+    regs: &'a [Option<RegVal>],
+    groups: &'a [AlignedBuf],
+    ctx: &Ctx<'a>,
+    r: Reg,
+    pc: usize,
+) -> Result<TensorRef<'a>, RunError> {
+    let v = reg_val(regs, r, pc)?;
+    let bytes = data(groups, ctx, v.storage)
+        .ok_or_else(|| internal(pc, format!("{r}: storage {:?} missing", v.storage)))?;
+    TensorRef::new(v.dtype, &v.layout, bytes).map_err(|e| internal(pc, format!("{r}: {e}")))
+}
+
+fn tensor_refs<'a>(
+    regs: &'a [Option<RegVal>],
+    groups: &'a [AlignedBuf],
+    ctx: &Ctx<'a>,
+    srcs: &[Reg],
+    pc: usize,
+) -> Result<SmallVec<[TensorRef<'a>; 4]>, RunError> {
+    srcs.iter()
+        .map(|&r| tensor_ref(regs, groups, ctx, r, pc))
+        .collect()
+}
+
+/// The slot's interned key for these inputs, via the runtime's one-entry memo.
+fn key_of(
+    memo: &mut Memo,
+    inner: &ModuleInner,
+    slot: SlotId,
+    refs: &[TensorRef<'_>],
+) -> Option<(Arc<ShapeKey>, KeyIdx)> {
+    if let Some((key, idx)) = memo {
+        if key.matches(refs) {
+            return Some((key.clone(), *idx));
+        }
+    }
+    let (key, idx) = inner.profiles.get(slot.index())?.intern(ShapeKey::of(refs));
+    *memo = Some((key.clone(), idx));
+    Some((key, idx))
+}
+
+fn bytes_of(dtype: DType, shape: &[usize]) -> Option<usize> {
+    shape
+        .iter()
+        .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
+}
+
+fn scalar_i64(t: &TensorRef<'_>) -> Option<i64> {
+    if t.layout.numel() != 1 {
+        return None;
+    }
+    match t.dtype {
+        DType::I64 => t.get_flat::<i64>(0),
+        DType::I32 => t.get_flat::<i32>(0).map(i64::from),
+        _ => None,
+    }
+}
+
+fn scalar_bool(t: &TensorRef<'_>) -> Option<bool> {
+    (t.layout.numel() == 1 && t.dtype == DType::Bool)
+        .then(|| t.get_flat::<bool>(0))
+        .flatten()
+}
+
+/// Checks one graph input against its declaration, binding symbols.
+fn check_input(
+    spec: &IoSpec,
+    symbols: &[String],
+    t: &Tensor,
+    bound: &mut [Option<i64>],
+) -> Result<(), InputError> {
+    let input = || spec.name.clone();
+    if t.dtype() != spec.ty.dtype {
+        return Err(InputError::DType {
+            input: input(),
+            expected: spec.ty.dtype,
+            actual: t.dtype(),
+        });
+    }
+    let shape = t.shape();
+    if shape.len() != spec.dims.len() {
+        return Err(InputError::Rank {
+            input: input(),
+            expected: spec.dims.len(),
+            declared: spec.ty.shape.to_string(),
+            actual: shape.len(),
+            shape: shape.to_vec(),
+        });
+    }
+    for (dim, (check, &actual)) in spec.dims.iter().zip(shape).enumerate() {
+        match check {
+            DimCheck::Known(n) if i64::try_from(actual) != Ok(*n) => {
+                return Err(InputError::Dim {
+                    input: input(),
+                    dim,
+                    expected: *n,
+                    actual,
+                });
+            }
+            DimCheck::Symbol(s) => {
+                let slot = bound.get_mut(s.index()).ok_or(InputError::Count {
+                    expected: 0,
+                    actual: 0,
+                })?;
+                match *slot {
+                    Some(b) if i64::try_from(actual) != Ok(b) => {
+                        let symbol = symbols.get(s.index()).cloned().unwrap_or_default();
+                        return Err(InputError::Symbol {
+                            input: input(),
+                            dim,
+                            symbol,
+                            bound: b,
+                            actual,
+                        });
+                    }
+                    Some(_) => {}
+                    None => *slot = i64::try_from(actual).ok(),
+                }
+            }
+            _ => {}
+        }
+    }
+    for (dim, (check, &actual)) in spec.dims.iter().zip(shape).enumerate() {
+        if let DimCheck::Expr(expr) = check {
+            let value_of = |s: &shapejit_ir::Symbol| {
+                symbols
+                    .iter()
+                    .position(|n| n == s.name())
+                    .and_then(|i| bound.get(i).copied().flatten())
+            };
+            // An expression whose symbols no plain dim binds is not checked.
+            if let Some(expected) = expr.eval(&value_of) {
+                if i64::try_from(actual) != Ok(expected) {
+                    return Err(InputError::Expr {
+                        input: input(),
+                        dim,
+                        expr: expr.to_string(),
+                        expected,
+                        actual,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Runtime {
+    pub(crate) fn new(module: Module) -> Runtime {
+        let p = &module.inner.program;
+        Runtime {
+            regs: vec![None; p.n_regs as usize],
+            groups: (0..p.memory.n_groups())
+                .map(|_| AlignedBuf::default())
+                .collect(),
+            staging: Vec::new(),
+            scratch: ops::Scratch::new(),
+            symbols: vec![None; p.symbols.len()],
+            memo: vec![None; p.slots.len()],
+            module,
+        }
+    }
+
+    /// The module this runtime runs.
+    pub fn module(&self) -> &Module {
+        &self.module
+    }
+
+    /// Total bytes held by the arena (every storage group's buffer).
+    pub fn arena_bytes(&self) -> usize {
+        self.groups.iter().map(AlignedBuf::capacity).sum()
+    }
+
+    /// Runs the program on `inputs` (in declaration order); returns the outputs,
+    /// owned by the caller.
+    pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>, RunError> {
+        let inner = self.module.inner.clone();
+        let program = &inner.program;
+        if inputs.len() != program.inputs.len() {
+            return Err(InputError::Count {
+                expected: program.inputs.len(),
+                actual: inputs.len(),
+            }
+            .into());
+        }
+        self.symbols.iter_mut().for_each(|s| *s = None);
+        let ctx = Ctx {
+            inner: &inner,
+            inputs,
+            profile: inner.options.profile,
+        };
+        let mut pending: Option<Pending> = None;
+        let mut pc = 0usize;
+        loop {
+            if let Some(p) = pending.as_ref().filter(|p| p.end == pc) {
+                self.finish_region(&ctx, p);
+                pending = None;
+            }
+            let instr = program
+                .instrs
+                .get(pc)
+                .ok_or_else(|| internal(pc, "ran past the end"))?;
+            match instr {
+                Instr::ShapeAssert { dst, input } => {
+                    let i = input.index();
+                    let (spec, t) = program
+                        .inputs
+                        .get(i)
+                        .zip(inputs.get(i))
+                        .ok_or_else(|| internal(pc, "bad input"))?;
+                    check_input(spec, &program.symbols, t, &mut self.symbols)?;
+                    let v = RegVal {
+                        dtype: t.dtype(),
+                        layout: Layout::contiguous(t.shape()),
+                        storage: Storage::Input(i as u32),
+                    };
+                    self.set(*dst, v, pc)?;
+                }
+                Instr::LoadConst { dst, constant } => {
+                    let c = program
+                        .constants
+                        .get(constant.index())
+                        .ok_or_else(|| internal(pc, "bad constant"))?;
+                    let v = RegVal {
+                        dtype: c.dtype(),
+                        layout: Layout::contiguous(c.shape()),
+                        storage: Storage::Const(*constant),
+                    };
+                    self.set(*dst, v, pc)?;
+                }
+                Instr::Move { dst, src } => {
+                    let v = reg_val(&self.regs, *src, pc)?.clone();
+                    self.set(*dst, v, pc)?;
+                }
+                Instr::ShapeOf {
+                    dst,
+                    src,
+                    start,
+                    end,
+                } => self.shape_of(*dst, *src, *start, *end, pc)?,
+                Instr::Op {
+                    op,
+                    dsts,
+                    srcs,
+                    slot,
+                } => self.exec_op(&ctx, pc, op, dsts, srcs, *slot)?,
+                Instr::ShapeGuard { slot, region, skip } => {
+                    let next = pc + 1 + *skip as usize;
+                    if self.guard(&ctx, pc, *slot, *region, next, &mut pending)? {
+                        pc = next;
+                        continue;
+                    }
+                }
+                Instr::Jump { target } => {
+                    pc = target.index();
+                    continue;
+                }
+                Instr::JumpIfFalse { cond, target } => {
+                    let t = tensor_ref(&self.regs, &self.groups, &ctx, *cond, pc)?;
+                    let c = scalar_bool(&t).ok_or_else(|| RunError::Control {
+                        pc: Pc(pc as u32),
+                        message: format!(
+                            "condition must be a one-element bool, got {}{:?}",
+                            t.dtype,
+                            t.shape()
+                        ),
+                    })?;
+                    if !c {
+                        pc = target.index();
+                        continue;
+                    }
+                }
+                Instr::LoopBegin { iter } => self.write_counter(iter.reg, iter.group, 0, pc)?,
+                Instr::LoopCheck {
+                    iter,
+                    max,
+                    cond,
+                    exit,
+                } => {
+                    let control = |message: String| RunError::Control {
+                        pc: Pc(pc as u32),
+                        message,
+                    };
+                    let get = |r: Reg| tensor_ref(&self.regs, &self.groups, &ctx, r, pc);
+                    let i = scalar_i64(&get(*iter)?)
+                        .ok_or_else(|| control("loop counter is not an i64 scalar".into()))?;
+                    let m = get(*max)?;
+                    let m = scalar_i64(&m).ok_or_else(|| {
+                        control(format!(
+                            "loop trip count must be an integer scalar, got {}{:?}",
+                            m.dtype,
+                            m.shape()
+                        ))
+                    })?;
+                    let c = get(*cond)?;
+                    let c = scalar_bool(&c).ok_or_else(|| {
+                        control(format!(
+                            "loop condition must be a one-element bool, got {}{:?}",
+                            c.dtype,
+                            c.shape()
+                        ))
+                    })?;
+                    if !(i < m && c) {
+                        pc = exit.index();
+                        continue;
+                    }
+                }
+                Instr::LoopNext { iter } => {
+                    let v = reg_val(&self.regs, *iter, pc)?;
+                    let Storage::Group(g) = v.storage else {
+                        return Err(internal(pc, "loop counter outside its group"));
+                    };
+                    let t = tensor_ref(&self.regs, &self.groups, &ctx, *iter, pc)?;
+                    let i = scalar_i64(&t)
+                        .ok_or_else(|| internal(pc, "loop counter is not an i64 scalar"))?;
+                    self.write_counter(*iter, g, i + 1, pc)?;
+                }
+                Instr::Carry { dsts, srcs } => self.carry(&ctx, dsts, srcs, pc)?,
+                Instr::ScanInit { acc } => {
+                    let v = RegVal {
+                        dtype: DType::F32,
+                        layout: Layout::contiguous(&[0]),
+                        storage: Storage::Group(acc.group),
+                    };
+                    self.set(acc.reg, v, pc)?;
+                }
+                Instr::ScanPush { acc, src } => self.scan_push(&ctx, *acc, *src, pc)?,
+                Instr::Return { srcs } => {
+                    let mut out = Vec::with_capacity(srcs.len());
+                    for &r in srcs {
+                        let t = tensor_ref(&self.regs, &self.groups, &ctx, r, pc)?;
+                        out.push(
+                            to_tensor(&t)
+                                .ok_or_else(|| internal(pc, format!("cannot copy out {r}")))?,
+                        );
+                    }
+                    return Ok(out);
+                }
+            }
+            pc += 1;
+        }
+    }
+
+    fn set(&mut self, r: Reg, v: RegVal, pc: usize) -> Result<(), RunError> {
+        *self
+            .regs
+            .get_mut(r.index())
+            .ok_or_else(|| internal(pc, format!("{r} out of range")))? = Some(v);
+        Ok(())
+    }
+
+    fn group_mut(&mut self, g: GroupId, bytes: usize, pc: usize) -> Result<&mut [u8], RunError> {
+        let buf = self
+            .groups
+            .get_mut(g.index())
+            .ok_or_else(|| internal(pc, format!("{g} out of range")))?;
+        if !buf.ensure(bytes) {
+            return Err(RunError::OutOfMemory { bytes, group: g });
+        }
+        Ok(&mut buf.as_mut_slice()[..bytes])
+    }
+
+    fn write_counter(&mut self, r: Reg, g: GroupId, value: i64, pc: usize) -> Result<(), RunError> {
+        self.group_mut(g, 8, pc)?
+            .copy_from_slice(&value.to_ne_bytes());
+        self.set(
+            r,
+            RegVal {
+                dtype: DType::I64,
+                layout: Layout::contiguous(&[]),
+                storage: Storage::Group(g),
+            },
+            pc,
+        )
+    }
+
+    fn shape_of(
+        &mut self,
+        dst: Out,
+        src: Reg,
+        start: i64,
+        end: Option<i64>,
+        pc: usize,
+    ) -> Result<(), RunError> {
+        let shape = &reg_val(&self.regs, src, pc)?.layout.shape;
+        let rank = shape.len() as i64;
+        let norm = |v: i64| if v < 0 { (v + rank).max(0) } else { v.min(rank) } as usize;
+        let (s, e) = (norm(start), norm(end.unwrap_or(rank)));
+        let dims: SmallVec<[i64; 8]> = shape[s..e.max(s)].iter().map(|&d| d as i64).collect();
+        let buf = self.group_mut(dst.group, dims.len() * 8, pc)?;
+        for (chunk, d) in buf.chunks_exact_mut(8).zip(&dims) {
+            chunk.copy_from_slice(&d.to_ne_bytes());
+        }
+        let v = RegVal {
+            dtype: DType::I64,
+            layout: Layout::contiguous(&[dims.len()]),
+            storage: Storage::Group(dst.group),
+        };
+        self.set(dst.reg, v, pc)
+    }
+
+    fn exec_op(
+        &mut self,
+        ctx: &Ctx<'_>,
+        pc: usize,
+        op: &Op,
+        dsts: &[Out],
+        srcs: &[Reg],
+        slot: SlotId,
+    ) -> Result<(), RunError> {
+        let start = ctx.profile.then(Instant::now);
+        let mut bufs: SmallVec<[AlignedBuf; 2]> = SmallVec::new();
+        for o in dsts {
+            let g = self
+                .groups
+                .get_mut(o.group.index())
+                .ok_or_else(|| internal(pc, format!("{} out of range", o.group)))?;
+            bufs.push(std::mem::take(g));
+        }
+        let memo = self
+            .memo
+            .get_mut(slot.index())
+            .ok_or_else(|| internal(pc, "slot out of range"))?;
+        let result = compute(
+            ctx,
+            &self.regs,
+            &self.groups,
+            &mut self.scratch,
+            memo,
+            pc,
+            op,
+            dsts,
+            srcs,
+            slot,
+            &mut bufs,
+        );
+        for (o, b) in dsts.iter().zip(bufs) {
+            self.groups[o.group.index()] = b;
+        }
+        let (vals, key) = result?;
+        for (o, v) in dsts.iter().zip(vals) {
+            self.set(o.reg, v, pc)?;
+        }
+        let counters = &ctx.inner.counters.slots[slot.index()];
+        bump(&counters.executions, 1);
+        if let (Some(start), Some(idx)) = (start, key) {
+            let ns = start.elapsed().as_nanos() as u64;
+            bump(&counters.interp_ns, ns);
+            ctx.inner.profiles[slot.index()].record(idx, ns);
+        }
+        Ok(())
+    }
+
+    /// A region head: returns true when a compiled kernel ran the region.
+    fn guard(
+        &mut self,
+        ctx: &Ctx<'_>,
+        pc: usize,
+        slot: SlotId,
+        region_id: RegionId,
+        next: usize,
+        pending: &mut Option<Pending>,
+    ) -> Result<bool, RunError> {
+        let executor = ctx.inner.executor.as_ref();
+        if executor.is_none() && !ctx.profile {
+            return Ok(false);
+        }
+        let inner = ctx.inner;
+        let region = inner
+            .program
+            .regions
+            .get(region_id.index())
+            .ok_or_else(|| internal(pc, "bad region"))?;
+        let out_groups = &inner.region_out_groups[region_id.index()];
+        let mut bufs: SmallVec<[AlignedBuf; 2]> = SmallVec::new();
+        if executor.is_some() {
+            for g in out_groups {
+                let b = self
+                    .groups
+                    .get_mut(g.index())
+                    .ok_or_else(|| internal(pc, format!("{g} out of range")))?;
+                bufs.push(std::mem::take(b));
+            }
+        }
+        let memo = self
+            .memo
+            .get_mut(slot.index())
+            .ok_or_else(|| internal(pc, "slot out of range"))?;
+        let outcome = (|| -> Result<(Option<SmallVec<[RegVal; 2]>>, Option<(Arc<ShapeKey>, KeyIdx)>), RunError> {
+            let refs = tensor_refs(&self.regs, &self.groups, ctx, &region.inputs, pc)?;
+            let keyed = key_of(memo, inner, slot, &refs);
+            let (Some(exec), Some((key, _))) = (executor, keyed.as_ref()) else { return Ok((None, keyed)) };
+            let counters = &inner.counters.slots[slot.index()];
+            let Some(kernel) = exec.lookup(&GuardCtx { slot, region, key, inputs: &refs }) else {
+                bump(&counters.guard_misses, 1);
+                return Ok((None, keyed));
+            };
+            let start = ctx.profile.then(Instant::now);
+            let Ok(types) = kernel.output_types(&refs) else { return Ok((None, keyed)) };
+            if types.len() != bufs.len() {
+                return Ok((None, keyed));
+            }
+            let mut outs: SmallVec<[TensorMut<'_>; 2]> = SmallVec::new();
+            for ((b, t), g) in bufs.iter_mut().zip(types.iter()).zip(out_groups) {
+                let bytes = bytes_of(t.dtype, &t.shape).ok_or(RunError::OutOfMemory { bytes: usize::MAX, group: *g })?;
+                if !b.ensure(bytes) {
+                    return Err(RunError::OutOfMemory { bytes, group: *g });
+                }
+                outs.push(TensorMut { dtype: t.dtype, shape: &t.shape, data: &mut b.as_mut_slice()[..bytes] });
+            }
+            if kernel.run(&refs, &mut outs).is_err() {
+                return Ok((None, keyed));
+            }
+            bump(&counters.kernel_hits, 1);
+            bump(&counters.executions, 1);
+            bump(if kernel.is_family() { &counters.family_hits } else { &counters.exact_hits }, 1);
+            if let Some(start) = start {
+                bump(&counters.kernel_ns, start.elapsed().as_nanos() as u64);
+            }
+            let vals = types
+                .iter()
+                .zip(out_groups)
+                .map(|(t, g)| RegVal { dtype: t.dtype, layout: Layout::contiguous(&t.shape), storage: Storage::Group(*g) })
+                .collect();
+            Ok((Some(vals), keyed))
+        })();
+        for (g, b) in out_groups.iter().zip(bufs) {
+            self.groups[g.index()] = b;
+        }
+        let (vals, keyed) = outcome?;
+        if let Some(vals) = vals {
+            for (&r, v) in region.outputs.iter().zip(vals) {
+                self.set(r, v, pc)?;
+            }
+            return Ok(true);
+        }
+        if let (true, Some((key, idx))) = (ctx.profile, keyed) {
+            *pending = Some(Pending {
+                end: next,
+                slot,
+                region: region_id,
+                key,
+                idx,
+                start: Instant::now(),
+            });
+        }
+        Ok(false)
+    }
+
+    fn finish_region(&self, ctx: &Ctx<'_>, p: &Pending) {
+        let ns = p.start.elapsed().as_nanos() as u64;
+        let inner = ctx.inner;
+        let counters = &inner.counters.slots[p.slot.index()];
+        bump(&counters.executions, 1);
+        bump(&counters.interp_ns, ns);
+        let obs = inner.profiles[p.slot.index()].record(p.idx, ns);
+        if let (Some(exec), Some(region)) = (
+            inner.executor.as_ref(),
+            inner.program.regions.get(p.region.index()),
+        ) {
+            exec.observe(p.slot, region, &p.key, obs);
+        }
+    }
+
+    /// Parallel copy of `srcs` into the destinations' own groups.
+    fn carry(
+        &mut self,
+        ctx: &Ctx<'_>,
+        dsts: &[Out],
+        srcs: &[Reg],
+        pc: usize,
+    ) -> Result<(), RunError> {
+        if self.staging.len() < srcs.len() {
+            self.staging.resize_with(srcs.len(), AlignedBuf::default);
+        }
+        let mut metas: SmallVec<[(DType, Dims, usize); 4]> = SmallVec::new();
+        for (i, &r) in srcs.iter().enumerate() {
+            let t = tensor_ref(&self.regs, &self.groups, ctx, r, pc)?;
+            let bytes = t.layout.numel() * t.dtype.size();
+            let stage = &mut self.staging[i];
+            if !stage.ensure(bytes) {
+                return Err(RunError::OutOfMemory {
+                    bytes,
+                    group: GroupId(u32::MAX),
+                });
+            }
+            if !to_contiguous(&t, &mut stage.as_mut_slice()[..bytes]) {
+                return Err(internal(pc, format!("cannot copy {r}")));
+            }
+            metas.push((t.dtype, t.layout.shape.clone(), bytes));
+        }
+        for (i, (o, (dtype, shape, bytes))) in dsts.iter().zip(metas).enumerate() {
+            let buf = self
+                .groups
+                .get_mut(o.group.index())
+                .ok_or_else(|| internal(pc, "bad group"))?;
+            if !buf.ensure(bytes) {
+                return Err(RunError::OutOfMemory {
+                    bytes,
+                    group: o.group,
+                });
+            }
+            buf.as_mut_slice()[..bytes].copy_from_slice(&self.staging[i].as_slice()[..bytes]);
+            self.set(
+                o.reg,
+                RegVal {
+                    dtype,
+                    layout: Layout::contiguous(&shape),
+                    storage: Storage::Group(o.group),
+                },
+                pc,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn scan_push(&mut self, ctx: &Ctx<'_>, acc: Reg, src: Reg, pc: usize) -> Result<(), RunError> {
+        let a = reg_val(&self.regs, acc, pc)?;
+        let Storage::Group(g) = a.storage else {
+            return Err(internal(pc, "scan accumulator outside its group"));
+        };
+        let (acc_dtype, acc_shape) = (a.dtype, a.layout.shape.clone());
+        let mut buf = std::mem::take(
+            self.groups
+                .get_mut(g.index())
+                .ok_or_else(|| internal(pc, "bad group"))?,
+        );
+        let res = (|| {
+            let t = tensor_ref(&self.regs, &self.groups, ctx, src, pc)?;
+            let rows = acc_shape.first().copied().unwrap_or(0);
+            if rows > 0 && (acc_dtype != t.dtype || acc_shape[1..] != *t.shape()) {
+                return Err(RunError::Control {
+                    pc: Pc(pc as u32),
+                    message: format!(
+                        "scan output rows must agree: earlier rows are {acc_dtype}{:?}, this one is {}{:?}",
+                        &acc_shape[1..],
+                        t.dtype,
+                        t.shape()
+                    ),
+                });
+            }
+            let row = t.layout.numel() * t.dtype.size();
+            let total = (rows + 1) * row;
+            if !buf.ensure_preserving(total) {
+                return Err(RunError::OutOfMemory {
+                    bytes: total,
+                    group: g,
+                });
+            }
+            if !to_contiguous(&t, &mut buf.as_mut_slice()[rows * row..total]) {
+                return Err(internal(pc, format!("cannot copy {src}")));
+            }
+            let mut shape: Dims = SmallVec::from_slice(&[rows + 1]);
+            shape.extend_from_slice(t.shape());
+            Ok(RegVal {
+                dtype: t.dtype,
+                layout: Layout::contiguous(&shape),
+                storage: Storage::Group(g),
+            })
+        })();
+        self.groups[g.index()] = buf;
+        let v = res?;
+        self.set(acc, v, pc)
+    }
+}
+
+type Computed = (SmallVec<[RegVal; 2]>, Option<KeyIdx>);
+
+/// Runs one op: a view when possible, else computes into `bufs` (the results'
+/// group buffers, moved out of the arena).
+#[allow(clippy::too_many_arguments)]
+fn compute(
+    ctx: &Ctx<'_>,
+    regs: &[Option<RegVal>],
+    groups: &[AlignedBuf],
+    scratch: &mut ops::Scratch,
+    memo: &mut Memo,
+    pc: usize,
+    op: &Op,
+    dsts: &[Out],
+    srcs: &[Reg],
+    slot: SlotId,
+    bufs: &mut [AlignedBuf],
+) -> Result<Computed, RunError> {
+    let refs = tensor_refs(regs, groups, ctx, srcs, pc)?;
+    let key = if ctx.profile {
+        key_of(memo, ctx.inner, slot, &refs).map(|(_, idx)| idx)
+    } else {
+        None
+    };
+    let op_error = |e: ops::OpError| {
+        let node = ctx
+            .inner
+            .program
+            .slots
+            .get(slot.index())
+            .map(|s| s.node.clone())
+            .unwrap_or_default();
+        RunError::Op {
+            node,
+            op: op.name(),
+            message: e.to_string(),
+        }
+    };
+    if let Some(view) = ops::view(op, &refs) {
+        let layout = view.map_err(op_error)?;
+        let src = reg_val(regs, srcs[0], pc)?;
+        let mut vals = SmallVec::new();
+        vals.push(RegVal {
+            dtype: src.dtype,
+            layout,
+            storage: src.storage,
+        });
+        return Ok((vals, key));
+    }
+    let types = ops::output_types(op, &refs).map_err(op_error)?;
+    if types.len() != dsts.len() {
+        return Err(internal(
+            pc,
+            format!(
+                "{} produced {} results for {} registers",
+                op.name(),
+                types.len(),
+                dsts.len()
+            ),
+        ));
+    }
+    let mut outs: SmallVec<[TensorMut<'_>; 2]> = SmallVec::new();
+    for ((b, t), o) in bufs.iter_mut().zip(types.iter()).zip(dsts) {
+        let bytes = bytes_of(t.dtype, &t.shape).ok_or(RunError::OutOfMemory {
+            bytes: usize::MAX,
+            group: o.group,
+        })?;
+        if !b.ensure(bytes) {
+            return Err(RunError::OutOfMemory {
+                bytes,
+                group: o.group,
+            });
+        }
+        outs.push(TensorMut {
+            dtype: t.dtype,
+            shape: &t.shape,
+            data: &mut b.as_mut_slice()[..bytes],
+        });
+    }
+    ops::execute(op, &refs, &mut outs, scratch).map_err(op_error)?;
+    let vals = types
+        .iter()
+        .zip(dsts)
+        .map(|(t, o)| RegVal {
+            dtype: t.dtype,
+            layout: Layout::contiguous(&t.shape),
+            storage: Storage::Group(o.group),
+        })
+        .collect();
+    Ok((vals, key))
+}

@@ -1,1 +1,33 @@
-//! Placeholder until this crate lands.
+//! Cranelift code generation for shapejit's fused, shape-specialized regions.
+//!
+//! Three region kinds compile to machine code:
+//! - [`ElementwiseSpec`] → [`ElementwiseKernel`]: a [`Program`] over strided inputs;
+//! - [`RowSpec`] → [`RowKernel`]: softmax / log-softmax / layer-norm / reductions over
+//!   the last axis with elementwise prologue and epilogue;
+//! - [`MatMulEpilogueSpec`] → [`MatMulKernel`]: a GEMM from `shapejit-kernels` followed
+//!   by one fused elementwise pass over its output.
+//!
+//! Every dim of the shape is folded into the code; a [`ShapeMode::Family`] kernel keeps
+//! the outermost dim as a runtime argument instead, so one kernel serves every batch
+//! size. The crate knows nothing of the VM: the VM translates its regions to these
+//! specs and keeps kernels in its code caches.
+//!
+//! **Invariant:** code is emitted only for hosts with AVX and FMA ([`check_host`]).
+//! **Invariant:** each kernel owns its code and frees it on drop ([`live_code_bytes`]).
+
+#![deny(missing_docs)]
+
+mod codegen;
+mod elementwise;
+mod error;
+mod isa;
+mod kernel;
+mod layout;
+mod program;
+
+pub use elementwise::{ElementwiseKernel, ElementwiseSpec, compile_elementwise};
+pub use error::JitError;
+pub use isa::check_host;
+pub use kernel::{CompiledCode, live_code_bytes, live_kernels};
+pub use layout::{InputLayout, ShapeMode, contiguous_strides, required_len};
+pub use program::{BinaryOp, CmpOp, InputId, Op, Program, UnaryOp, ValueId, ValueType};

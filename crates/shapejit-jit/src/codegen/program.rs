@@ -1,0 +1,170 @@
+//! Emits a [`Program`] at one width, given how to fetch each input element.
+//!
+//! **Invariant:** the program was validated (operands precede their use and have the
+//! right type), so indexing `values` by a `ValueId` cannot fail.
+
+use cranelift_codegen::ir::condcodes::FloatCC;
+use cranelift_codegen::ir::{InstBuilder, Value};
+
+use super::lanes::Lanes;
+use super::math;
+use crate::program::{BinaryOp, CmpOp, InputId, Op, Program, UnaryOp};
+
+/// Emits every op of `program` and returns the values of its outputs, in order.
+/// `input` produces the current element of an input; `row_result` is the value
+/// `Op::RowResult` stands for (row epilogues only).
+pub(crate) fn emit_program(
+    l: &mut Lanes,
+    program: &Program,
+    input: &mut dyn FnMut(&mut Lanes, InputId) -> Value,
+    row_result: Option<Value>,
+) -> Vec<Value> {
+    let mut values: Vec<Value> = Vec::with_capacity(program.ops.len());
+    for op in &program.ops {
+        let v = match *op {
+            Op::Input(id) => input(l, id),
+            Op::Const(c) => l.f(c),
+            // Invariant: validation admits RowResult only where the caller passes one.
+            Op::RowResult => row_result.expect("validated: row result available"),
+            Op::Unary(op, x) => unary(l, op, values[x.0 as usize]),
+            Op::Binary(op, a, b) => binary(l, op, values[a.0 as usize], values[b.0 as usize]),
+            Op::Compare(op, a, b) => compare(l, op, values[a.0 as usize], values[b.0 as usize]),
+            Op::Select {
+                cond,
+                on_true,
+                on_false,
+            } => l.select(
+                values[cond.0 as usize],
+                values[on_true.0 as usize],
+                values[on_false.0 as usize],
+            ),
+        };
+        values.push(v);
+    }
+    program
+        .outputs
+        .iter()
+        .map(|v| values[v.0 as usize])
+        .collect()
+}
+
+fn unary(l: &mut Lanes, op: UnaryOp, x: Value) -> Value {
+    match op {
+        UnaryOp::Neg => l.neg(x),
+        UnaryOp::Abs => l.abs(x),
+        UnaryOp::Sqrt => l.b.ins().sqrt(x),
+        UnaryOp::Reciprocal => {
+            let one = l.f(1.0);
+            l.div(one, x)
+        }
+        UnaryOp::Exp => math::exp(l, x),
+        UnaryOp::Log => math::log(l, x),
+        UnaryOp::Tanh => math::tanh(l, x),
+        UnaryOp::Sigmoid => math::sigmoid(l, x),
+        UnaryOp::Erf => math::erf(l, x),
+        UnaryOp::GeluErf => math::gelu_erf(l, x),
+        UnaryOp::GeluTanh => math::gelu_tanh(l, x),
+        UnaryOp::Relu => {
+            let zero = l.f(0.0);
+            l.max(x, zero)
+        }
+        UnaryOp::LeakyRelu { alpha } => {
+            let scaled = l.mul_c(x, alpha);
+            let non_neg = l.cmp_c(FloatCC::GreaterThanOrEqual, x, 0.0);
+            l.select(non_neg, x, scaled)
+        }
+        UnaryOp::Elu { alpha } => {
+            let e = math::exp(l, x);
+            let em1 = l.add_c(e, -1.0);
+            let scaled = l.mul_c(em1, alpha);
+            let non_neg = l.cmp_c(FloatCC::GreaterThanOrEqual, x, 0.0);
+            l.select(non_neg, x, scaled)
+        }
+        UnaryOp::Clip { min, max } => {
+            let lo = l.f(min);
+            let hi = l.f(max);
+            // max(x, lo) then min(·, hi), both as compare + select.
+            let lifted = l.max(x, lo);
+            l.min(lifted, hi)
+        }
+        UnaryOp::PowI(n) => powi(l, x, n),
+    }
+}
+
+/// `x^n` by repeated squaring; negative `n` takes the reciprocal at the end.
+fn powi(l: &mut Lanes, x: Value, n: i32) -> Value {
+    let mut result: Option<Value> = None;
+    let mut base = x;
+    let mut rest = n.unsigned_abs();
+    while rest > 0 {
+        if rest & 1 == 1 {
+            result = Some(match result {
+                None => base,
+                Some(r) => l.mul(r, base),
+            });
+        }
+        rest >>= 1;
+        if rest > 0 {
+            base = l.mul(base, base);
+        }
+    }
+    let positive = match result {
+        Some(r) => r,
+        None => l.f(1.0),
+    };
+    if n < 0 {
+        let one = l.f(1.0);
+        l.div(one, positive)
+    } else {
+        positive
+    }
+}
+
+fn binary(l: &mut Lanes, op: BinaryOp, a: Value, b: Value) -> Value {
+    match op {
+        BinaryOp::Add => l.add(a, b),
+        BinaryOp::Sub => l.sub(a, b),
+        BinaryOp::Mul => l.mul(a, b),
+        BinaryOp::Div => l.div(a, b),
+        BinaryOp::Max => l.max(a, b),
+        BinaryOp::Min => l.min(a, b),
+        BinaryOp::Pow => pow(l, a, b),
+    }
+}
+
+/// `a^b = e^(b·ln|a|)`, negated for a < 0 with odd integral b; NaN for a < 0 with a
+/// non-integral b (via ln of a negative number); `a^0 = 1` for every a.
+fn pow(l: &mut Lanes, a: Value, b: Value) -> Value {
+    let abs_a = l.abs(a);
+    let ln = math::log(l, abs_a);
+    let prod = l.mul(b, ln);
+    let magnitude = math::exp(l, prod);
+    // Integral and odd tests on b: floor(b) == b, floor(b/2) != b/2.
+    let b_floor = l.b.ins().floor(b);
+    let integral = l.cmp(FloatCC::Equal, b_floor, b);
+    let half_b = l.mul_c(b, 0.5);
+    let half_floor = l.b.ins().floor(half_b);
+    let odd = l.cmp(FloatCC::NotEqual, half_floor, half_b);
+    let neg_mag = l.neg(magnitude);
+    let odd_result = l.select(odd, neg_mag, magnitude);
+    let nan = l.f(f32::NAN);
+    let neg_result = l.select(integral, odd_result, nan);
+    let zero = l.f(0.0);
+    let a_neg = l.cmp(FloatCC::LessThan, a, zero);
+    let res = l.select(a_neg, neg_result, magnitude);
+    let b_zero = l.cmp(FloatCC::Equal, b, zero);
+    let one = l.f(1.0);
+    l.select(b_zero, one, res)
+}
+
+fn compare(l: &mut Lanes, op: CmpOp, a: Value, b: Value) -> Value {
+    let cc = match op {
+        CmpOp::Eq => FloatCC::Equal,
+        CmpOp::Ne => FloatCC::NotEqual,
+        CmpOp::Lt => FloatCC::LessThan,
+        CmpOp::Le => FloatCC::LessThanOrEqual,
+        CmpOp::Gt => FloatCC::GreaterThan,
+        CmpOp::Ge => FloatCC::GreaterThanOrEqual,
+    };
+    l.cmp(cc, a, b)
+}

@@ -1,0 +1,183 @@
+//! Fused elementwise kernels: a [`Program`] over N strided inputs producing M
+//! contiguous outputs of one shape.
+//!
+//! # Calling contract
+//! [`ElementwiseKernel::run`] checks buffer counts and lengths (a few compares) and is
+//! safe. [`ElementwiseKernel::run_unchecked`] checks nothing: the caller (the VM, via
+//! its shape guards) guarantees that input `k` covers
+//! [`ElementwiseKernel::input_len`]`(k, outer)` elements from its pointer, that every
+//! output covers [`ElementwiseKernel::output_len`]`(outer)` elements, and that outputs
+//! overlap no input except an input with the output's own contiguous layout.
+//!
+//! **Invariant:** a kernel computes exactly what its spec's program says, element by
+//! element, in the row-major order of the output shape.
+
+use crate::codegen::elementwise::emit_elementwise;
+use crate::codegen::function::compile_function;
+use crate::error::JitError;
+use crate::kernel::CompiledCode;
+use crate::layout::{InputLayout, LoopNest, ShapeMode, required_len, validate_iteration};
+use crate::program::{Program, ProgramContext};
+
+/// What to compile: the output shape, every input's strides and the program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ElementwiseSpec {
+    /// Kernel name (appears in errors and stats).
+    pub name: String,
+    /// The output shape (every output has it).
+    pub shape: Vec<usize>,
+    /// Whether `shape[0]` is folded or a runtime argument.
+    pub mode: ShapeMode,
+    /// One layout per input, strides relative to `shape`.
+    pub inputs: Vec<InputLayout>,
+    /// The per-element program; `program.outputs` are the kernel outputs.
+    pub program: Program,
+}
+
+/// A compiled elementwise kernel.
+#[derive(Debug)]
+pub struct ElementwiseKernel {
+    code: CompiledCode,
+    shape: Vec<usize>,
+    mode: ShapeMode,
+    inputs: Vec<InputLayout>,
+    n_outputs: usize,
+}
+
+/// Compiles `spec` into machine code.
+pub fn compile_elementwise(spec: &ElementwiseSpec) -> Result<ElementwiseKernel, JitError> {
+    validate(spec)?;
+    let strides: Vec<&[usize]> = spec.inputs.iter().map(|i| i.strides.as_slice()).collect();
+    let nest = LoopNest::new(&spec.shape, spec.mode, &strides, spec.program.outputs.len());
+    let code = compile_function(&spec.name, |b, params| {
+        emit_elementwise(b, params, &nest, &spec.program, spec.inputs.len());
+    })?;
+    Ok(ElementwiseKernel {
+        code,
+        shape: spec.shape.clone(),
+        mode: spec.mode,
+        inputs: spec.inputs.clone(),
+        n_outputs: spec.program.outputs.len(),
+    })
+}
+
+fn validate(spec: &ElementwiseSpec) -> Result<(), JitError> {
+    const KIND: &str = "elementwise";
+    validate_iteration(KIND, &spec.shape, spec.mode, &spec.inputs)?;
+    let ctx = ProgramContext {
+        n_inputs: spec.inputs.len(),
+        row_result: false,
+    };
+    spec.program
+        .validate(ctx)
+        .map_err(|reason| JitError::InvalidSpec { kind: KIND, reason })?;
+    if spec.program.outputs.is_empty() {
+        return Err(JitError::InvalidSpec {
+            kind: KIND,
+            reason: "program has no outputs".to_string(),
+        });
+    }
+    Ok(())
+}
+
+impl ElementwiseKernel {
+    /// The code object (size, compile time, name).
+    pub fn code(&self) -> &CompiledCode {
+        &self.code
+    }
+
+    /// Number of inputs.
+    pub fn n_inputs(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// Number of outputs.
+    pub fn n_outputs(&self) -> usize {
+        self.n_outputs
+    }
+
+    /// The mode the kernel was compiled in.
+    pub fn mode(&self) -> ShapeMode {
+        self.mode
+    }
+
+    /// The shape a call with runtime outer dim `outer` iterates (`outer` replaces
+    /// `shape[0]` in family mode and is ignored otherwise).
+    pub fn shape_for(&self, outer: usize) -> Vec<usize> {
+        let mut shape = self.shape.clone();
+        if self.mode == ShapeMode::Family {
+            shape[0] = outer;
+        }
+        shape
+    }
+
+    /// Elements input `k` must cover for a call with `outer` (`None` on overflow or an
+    /// unknown input).
+    pub fn input_len(&self, k: usize, outer: usize) -> Option<usize> {
+        required_len(&self.shape_for(outer), &self.inputs.get(k)?.strides)
+    }
+
+    /// Elements every output must hold for a call with `outer`.
+    pub fn output_len(&self, outer: usize) -> Option<usize> {
+        self.shape_for(outer)
+            .iter()
+            .try_fold(1usize, |acc, &n| acc.checked_mul(n))
+    }
+
+    /// Runs the kernel on slices, checking their count and lengths first. `outer` is the
+    /// runtime outer dim of a family kernel (ignored by exact kernels).
+    pub fn run(
+        &self,
+        inputs: &[&[f32]],
+        outputs: &mut [&mut [f32]],
+        outer: usize,
+    ) -> Result<(), JitError> {
+        let bad = |what: String, expected: usize, actual: usize| JitError::BadCall {
+            kernel: self.code.name().to_string(),
+            what,
+            expected,
+            actual,
+        };
+        if inputs.len() != self.inputs.len() {
+            return Err(bad("inputs".to_string(), self.inputs.len(), inputs.len()));
+        }
+        if outputs.len() != self.n_outputs {
+            return Err(bad("outputs".to_string(), self.n_outputs, outputs.len()));
+        }
+        for (k, input) in inputs.iter().enumerate() {
+            let need = self
+                .input_len(k, outer)
+                .ok_or_else(|| bad(format!("input {k} extent"), usize::MAX, 0))?;
+            if input.len() < need {
+                return Err(bad(format!("input {k} length"), need, input.len()));
+            }
+        }
+        let need = self
+            .output_len(outer)
+            .ok_or_else(|| bad("output extent".to_string(), usize::MAX, 0))?;
+        for (k, output) in outputs.iter().enumerate() {
+            if output.len() < need {
+                return Err(bad(format!("output {k} length"), need, output.len()));
+            }
+        }
+        let in_ptrs: Vec<*const f32> = inputs.iter().map(|s| s.as_ptr()).collect();
+        let out_ptrs: Vec<*mut f32> = outputs.iter_mut().map(|s| s.as_mut_ptr()).collect();
+        // SAFETY: counts and lengths were checked above; `&mut` outputs cannot overlap
+        // the shared input slices.
+        unsafe { self.run_unchecked(&in_ptrs, &out_ptrs, outer) };
+        Ok(())
+    }
+
+    /// Runs the kernel on raw pointers without any check.
+    ///
+    /// # Safety
+    /// `inputs.len() == self.n_inputs()`, `outputs.len() == self.n_outputs()`, and every
+    /// buffer satisfies the module-level calling contract for `outer`.
+    pub unsafe fn run_unchecked(&self, inputs: &[*const f32], outputs: &[*mut f32], outer: usize) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            self.code
+                .call(inputs.as_ptr(), outputs.as_ptr(), outer as u64)
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! GEMM throughput through `shapejit_kernels::matmul::matmul` at the reference
+//! transformer's shapes (M×K×N = 32×256×256: one projection at batch 1;
+//! 2048×256×1024 and 2048×1024×256: the FFN at batch 64), next to the machine's
+//! measured single-core FMA peak (`fma_peak`, see `shapejit_benches::fma_probe`).
+//!
+//! Criterion's throughput is in FLOP (2·M·N·K per product): read `Gelem/s` as GFLOP/s.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use shapejit_benches::{fma_probe, fma_probe_flops};
+use shapejit_kernels::matmul::matmul;
+use shapejit_kernels::{View, ViewMut};
+use std::hint::black_box;
+use std::time::Duration;
+
+fn gemm(c: &mut Criterion) {
+    let mut group = c.benchmark_group("gemm");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(3));
+    for (m, k, n) in [(32, 256, 256), (2048, 256, 1024), (2048, 1024, 256)] {
+        let a: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 * 0.01).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 * 0.01).collect();
+        let mut out = vec![0f32; m * n];
+        group.throughput(Throughput::Elements(2 * (m * n * k) as u64));
+        group.bench_function(BenchmarkId::new("f32", format!("{m}x{k}x{n}")), |bench| {
+            bench.iter(|| {
+                let av = View::contiguous(&a, &[m, k]).expect("a fits");
+                let bv = View::contiguous(&b, &[k, n]).expect("b fits");
+                let mut ov = ViewMut::contiguous(&mut out, &[m, n]).expect("out fits");
+                matmul(&mut ov, &av, &bv, 1.0, false).expect("shapes agree");
+                black_box(&out);
+            })
+        });
+    }
+    const ITERS: usize = 1 << 16;
+    if fma_probe(1).is_some() {
+        group.throughput(Throughput::Elements(fma_probe_flops(ITERS)));
+        group.bench_function("fma_peak", |bench| {
+            bench.iter(|| black_box(fma_probe(black_box(ITERS))))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, gemm);
+criterion_main!(benches);

@@ -1,16 +1,371 @@
 //! Op implementations for the interpreter: for each IR [`Op`], the concrete
 //! output types for given inputs, view layouts for ops that need no copy, and
-//! execution on [`crate::kernels`](shapejit_kernels) primitives.
-//!
-//! **Invariant:** these functions define what every op computes at run time; the
-//! JIT is checked against them.
+//! execution on [`shapejit_kernels`] primitives.
 //!
 //! Interface used by the interpreter:
 //! - [`output_types`]: concrete dtypes and shapes of the outputs (reads the
 //!   contents of shape-like inputs such as `reshape`'s target);
 //! - [`view`]: for ops that can alias their first input (transpose, slice,
-//!   reshape of a contiguous input, squeeze, unsqueeze, flatten, identity,
+//!   reshape/flatten of a contiguous input, squeeze, unsqueeze, identity,
 //!   expand), the output layout in the same buffer; `None` means "compute";
-//! - [`execute`]: computes outputs into contiguous buffers.
+//! - [`execute`]: computes outputs into contiguous buffers, from inputs of any
+//!   layout, using a per-Runtime [`Scratch`].
 //!
 //! Control flow (`if`, `loop`) and `constant` are handled by the interpreter itself.
+//!
+//! **Invariant:** these functions define what every op computes at run time; the
+//! JIT is checked against them. Each op's tolerance is stated on the op in
+//! `shapejit_ir::op`.
+//! **Invariant:** no input can make these functions panic: every mismatch is an
+//! [`OpError`] naming the op and the expected vs actual value.
+//! **Invariant:** after warm-up (scratch buffers grown), [`execute`] makes no heap
+//! allocation for tensors of rank ≤ 6.
+
+mod conv;
+mod data;
+mod elementwise;
+mod linalg;
+mod norm;
+mod reduce;
+mod shape;
+mod util;
+
+use crate::tensor::{Dims, Layout, LayoutError, TensorMut, TensorRef};
+use shapejit_ir::{DType, Op};
+use shapejit_kernels::KernelError;
+use smallvec::SmallVec;
+
+/// The concrete type of one output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutType {
+    /// element type
+    pub dtype: DType,
+    /// dims
+    pub shape: Dims,
+}
+
+impl OutType {
+    fn new(dtype: DType, shape: Dims) -> OutType {
+        OutType { dtype, shape }
+    }
+}
+
+/// Output types of one op (most ops have one output).
+pub type OutTypes = SmallVec<[OutType; 2]>;
+
+/// Why an op could not run on its inputs.
+///
+/// `Shape`, `DType`, `Arity` and `Value` are the caller's fault (bad model or
+/// inputs); `Output` and `Kernel` mean the ops layer or the VM has a bug.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    /// Input shapes or attributes that do not fit together.
+    #[error("{op}: {message}")]
+    Shape {
+        /// opcode name
+        op: &'static str,
+        /// what was expected and what was found
+        message: String,
+    },
+    /// An input of the wrong dtype.
+    #[error("{op}: input {input} has dtype {actual}, expected {expected}")]
+    DType {
+        /// opcode name
+        op: &'static str,
+        /// input position
+        input: usize,
+        /// the allowed dtype(s)
+        expected: String,
+        /// the dtype given
+        actual: DType,
+    },
+    /// The wrong number of inputs.
+    #[error("{op}: expected {expected} inputs, got {actual}")]
+    Arity {
+        /// opcode name
+        op: &'static str,
+        /// the allowed count(s)
+        expected: String,
+        /// the count given
+        actual: usize,
+    },
+    /// Bad contents: an index out of range, a zero `range` step, a negative dim...
+    #[error("{op}: {message}")]
+    Value {
+        /// opcode name
+        op: &'static str,
+        /// what is wrong
+        message: String,
+    },
+    /// An op (or dtype of an op) this tier does not run.
+    #[error("{op}: {message}")]
+    Unsupported {
+        /// opcode name
+        op: &'static str,
+        /// what is not supported
+        message: String,
+    },
+    /// The outputs passed to [`execute`] do not match [`output_types`] (VM bug).
+    #[error("{op}: output {index}: {message} (internal bug)")]
+    Output {
+        /// opcode name
+        op: &'static str,
+        /// output position
+        index: usize,
+        /// the mismatch
+        message: String,
+    },
+    /// A kernel refused arguments the ops layer prepared (internal bug).
+    #[error("{op}: kernel rejected its arguments: {source} (internal bug)")]
+    Kernel {
+        /// opcode name
+        op: &'static str,
+        /// the kernel's complaint
+        #[source]
+        source: KernelError,
+    },
+    /// A tensor view that does not fit its buffer (internal bug); boxed to keep
+    /// `OpError` small.
+    #[error(transparent)]
+    Layout(Box<LayoutError>),
+}
+
+impl From<LayoutError> for OpError {
+    fn from(e: LayoutError) -> OpError {
+        OpError::Layout(Box::new(e))
+    }
+}
+
+/// Reusable scratch memory (contiguous copies of strided inputs, im2col
+/// buffers) owned by a Runtime; buffers only grow.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    bufs: [Vec<f32>; 4],
+}
+
+impl Scratch {
+    /// Empty scratch; buffers grow on first use.
+    pub fn new() -> Scratch {
+        Scratch::default()
+    }
+
+    /// `N ≤ 4` distinct buffers of the given lengths (contents unspecified).
+    fn f32_bufs<const N: usize>(&mut self, lens: [usize; N]) -> [&mut [f32]; N] {
+        const { assert!(N <= 4) };
+        let mut it = self.bufs.iter_mut();
+        std::array::from_fn(|i| {
+            // the const assert above guarantees the iterator has at least N buffers
+            let buf = it.next().expect("N <= 4 scratch buffers");
+            if buf.len() < lens[i] {
+                buf.resize(lens[i], 0.0);
+            }
+            &mut buf[..lens[i]]
+        })
+    }
+}
+
+/// Concrete output dtypes and shapes for these inputs (reads the contents of
+/// shape-like inputs: reshape, expand, tile, constant_of_shape, range, ...).
+pub fn output_types(op: &Op, inputs: &[TensorRef]) -> Result<OutTypes, OpError> {
+    use util::arity;
+    let single = |t: OutType| -> OutTypes { smallvec::smallvec![t] };
+    let res = match op {
+        Op::Unary(u) => single(elementwise::unary_type(op, *u, inputs)?),
+        Op::Binary(b) => single(elementwise::binary_type(op, *b, inputs)?),
+        Op::Where => single(elementwise::where_type(op, inputs)?),
+        Op::Cast { to } => {
+            arity(op, inputs, 1, 1)?;
+            single(OutType::new(*to, inputs[0].layout.shape.clone()))
+        }
+        Op::MatMul => single(linalg::matmul_type(op, inputs)?),
+        Op::Gemm {
+            trans_a, trans_b, ..
+        } => single(linalg::gemm_type(op, inputs, *trans_a, *trans_b)?),
+        Op::Reduce { axes, keepdims, .. } => {
+            single(reduce::reduce_type(op, axes, *keepdims, inputs)?)
+        }
+        Op::Softmax { axis } | Op::LogSoftmax { axis } => {
+            single(norm::softmax_type(op, *axis, inputs)?)
+        }
+        Op::LayerNorm { axis, .. } => single(norm::layer_norm_type(op, *axis, inputs)?),
+        Op::BatchNorm { .. } => single(norm::batch_norm_type(op, inputs)?),
+        Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Squeeze { .. }
+        | Op::Unsqueeze { .. }
+        | Op::Flatten { .. }
+        | Op::Slice { .. }
+        | Op::Expand
+        | Op::Identity => single(OutType::new(
+            inputs.first().map_or(DType::F32, |t| t.dtype),
+            shape::view_op_shape(op, inputs)?,
+        )),
+        Op::Concat { axis } => single(data::concat_type(op, *axis, inputs)?),
+        Op::Split { axis, sizes } => data::split_types(op, *axis, sizes, inputs)?,
+        Op::Gather { axis } => single(data::gather_type(op, *axis, inputs)?),
+        Op::Tile => single(data::tile_type(op, inputs)?),
+        Op::Pad { pads, .. } => single(data::pad_type(op, pads, inputs)?),
+        Op::Shape { start, end } => single(data::shape_type(op, *start, *end, inputs)?),
+        Op::Size => {
+            arity(op, inputs, 1, 1)?;
+            single(OutType::new(DType::I64, Dims::new()))
+        }
+        Op::Constant { value } => {
+            arity(op, inputs, 0, 0)?;
+            single(OutType::new(value.dtype(), Dims::from_slice(value.shape())))
+        }
+        Op::ConstantOfShape { value } => single(data::constant_of_shape_type(op, value, inputs)?),
+        Op::Range => single(data::range_type(op, inputs)?),
+        Op::Conv2d { window, groups } => single(conv::conv_type(op, window, *groups, inputs)?),
+        Op::MaxPool2d { window, ceil_mode }
+        | Op::AvgPool2d {
+            window, ceil_mode, ..
+        } => single(conv::pool_type(op, window, *ceil_mode, inputs)?),
+        Op::GlobalAvgPool => single(reduce::global_avg_pool_type(op, inputs)?),
+        Op::If { .. } | Op::Loop { .. } => {
+            return Err(OpError::Unsupported {
+                op: op.name(),
+                message: "control flow is run by the interpreter, not as an op".into(),
+            });
+        }
+    };
+    for (i, t) in res.iter().enumerate() {
+        let bytes = t
+            .shape
+            .iter()
+            .try_fold(t.dtype.size(), |acc, &d| acc.checked_mul(d));
+        if bytes.is_none_or(|b| b > isize::MAX as usize) {
+            return Err(OpError::Value {
+                op: op.name(),
+                message: format!("output {i} of shape {:?} is too large", t.shape),
+            });
+        }
+    }
+    Ok(res)
+}
+
+/// For ops whose single output can alias input 0 without copying: the output
+/// layout in the same buffer (transpose, slice with any steps, squeeze,
+/// unsqueeze, flatten/reshape of a contiguous input, identity, expand with
+/// stride 0). `None`: the op must be computed with [`execute`].
+pub fn view(op: &Op, inputs: &[TensorRef]) -> Option<Result<Layout, OpError>> {
+    if !shape::is_view_op(op) {
+        return None;
+    }
+    shape::view_layout(op, inputs).transpose()
+}
+
+/// Computes the outputs (contiguous, of the dtypes and shapes [`output_types`]
+/// gives) from inputs of any layout.
+pub fn execute(
+    op: &Op,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+    scratch: &mut Scratch,
+) -> Result<(), OpError> {
+    if matches!(op, Op::Constant { .. } | Op::If { .. } | Op::Loop { .. }) {
+        return Err(interpreter_only(op));
+    }
+    let expected = output_types(op, inputs)?;
+    check_outputs(op, &expected, outputs)?;
+    match op {
+        Op::Unary(u) => elementwise::unary(op, *u, inputs, &mut outputs[0]),
+        Op::Binary(b) => elementwise::binary(op, *b, inputs, &mut outputs[0]),
+        Op::Where => elementwise::where_(op, inputs, &mut outputs[0]),
+        Op::Cast { to } => elementwise::cast(op, *to, inputs, &mut outputs[0]),
+        Op::MatMul => linalg::matmul(op, inputs, &mut outputs[0]),
+        Op::Gemm {
+            alpha,
+            beta,
+            trans_a,
+            trans_b,
+        } => linalg::gemm(
+            op,
+            inputs,
+            &mut outputs[0],
+            *alpha,
+            *beta,
+            *trans_a,
+            *trans_b,
+        ),
+        Op::Reduce { op: r, axes, .. } => reduce::reduce(op, *r, axes, inputs, &mut outputs[0]),
+        Op::Softmax { axis } => norm::softmax(op, *axis, false, inputs, &mut outputs[0], scratch),
+        Op::LogSoftmax { axis } => norm::softmax(op, *axis, true, inputs, &mut outputs[0], scratch),
+        Op::LayerNorm { axis, epsilon } => {
+            norm::layer_norm(op, *axis, *epsilon, inputs, &mut outputs[0], scratch)
+        }
+        Op::BatchNorm { epsilon } => {
+            norm::batch_norm(op, *epsilon, inputs, &mut outputs[0], scratch)
+        }
+        Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Squeeze { .. }
+        | Op::Unsqueeze { .. }
+        | Op::Flatten { .. }
+        | Op::Slice { .. }
+        | Op::Expand
+        | Op::Identity => shape::materialize(op, inputs, &mut outputs[0]),
+        Op::Concat { axis } => data::concat(op, *axis, inputs, &mut outputs[0]),
+        Op::Split { axis, .. } => data::split(op, *axis, inputs, outputs),
+        Op::Gather { axis } => data::gather(op, *axis, inputs, &mut outputs[0]),
+        Op::Tile => data::tile(op, inputs, &mut outputs[0]),
+        Op::Pad { pads, value } => data::pad(op, pads, *value, inputs, &mut outputs[0]),
+        Op::Shape { start, .. } => data::shape(op, *start, inputs, &mut outputs[0]),
+        Op::Size => data::size(op, inputs, &mut outputs[0]),
+        Op::ConstantOfShape { value } => data::constant_of_shape(op, value, &mut outputs[0]),
+        Op::Range => data::range(op, inputs, &mut outputs[0]),
+        Op::Conv2d { window, groups } => {
+            conv::conv2d(op, window, *groups, inputs, &mut outputs[0], scratch)
+        }
+        Op::MaxPool2d { window, .. } => conv::max_pool(op, window, inputs, &mut outputs[0]),
+        Op::AvgPool2d {
+            window,
+            count_include_pad,
+            ..
+        } => conv::avg_pool(op, window, *count_include_pad, inputs, &mut outputs[0]),
+        Op::GlobalAvgPool => reduce::global_avg_pool(op, inputs, &mut outputs[0]),
+        Op::Constant { .. } | Op::If { .. } | Op::Loop { .. } => Err(interpreter_only(op)),
+    }
+}
+
+/// The error for ops the interpreter runs itself.
+fn interpreter_only(op: &Op) -> OpError {
+    OpError::Unsupported {
+        op: op.name(),
+        message: "run by the interpreter itself, not by ops::execute".into(),
+    }
+}
+
+/// Checks the VM passed outputs of the expected count, dtypes, shapes and sizes.
+fn check_outputs(op: &Op, expected: &[OutType], outputs: &[TensorMut]) -> Result<(), OpError> {
+    let bug = |index: usize, message: String| OpError::Output {
+        op: op.name(),
+        index,
+        message,
+    };
+    if outputs.len() != expected.len() {
+        return Err(bug(
+            0,
+            format!("expected {} outputs, got {}", expected.len(), outputs.len()),
+        ));
+    }
+    for (i, (e, o)) in expected.iter().zip(outputs).enumerate() {
+        if o.dtype != e.dtype || o.shape != e.shape.as_slice() {
+            return Err(bug(
+                i,
+                format!(
+                    "expected {}{:?}, got {}{:?}",
+                    e.dtype, e.shape, o.dtype, o.shape
+                ),
+            ));
+        }
+        let bytes = e.shape.iter().product::<usize>() * e.dtype.size();
+        if o.data.len() != bytes {
+            return Err(bug(
+                i,
+                format!("expected {bytes} bytes, got {}", o.data.len()),
+            ));
+        }
+    }
+    Ok(())
+}

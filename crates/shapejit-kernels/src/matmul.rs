@@ -1,0 +1,117 @@
+//! Batched matrix products on the `gemm` crate, reading operands through their
+//! real row/column strides (transposed or broadcast views need no copy).
+//!
+//! **Invariant:** single-threaded (`Parallelism::None`): the Runtime owns threading.
+//! **Invariant:** `gemm` only touches elements inside the views' checked extents.
+
+use crate::error::KernelError;
+use crate::view::{View, ViewMut};
+use crate::walk::walk;
+
+/// `out = alpha · a @ b (+ out if accumulate)` for every batch index.
+///
+/// Shapes: `out [B…, m, n]`, `a [B…, m, k]`, `b [B…, k, n]` with identical batch
+/// dims `B…` (broadcast them first: stride 0 is fine). Any strides, including
+/// negative ones.
+pub fn matmul(
+    out: &mut ViewMut<f32>,
+    a: &View<f32>,
+    b: &View<f32>,
+    alpha: f32,
+    accumulate: bool,
+) -> Result<(), KernelError> {
+    let r = out.geom().rank();
+    let (os, as_, bs) = (out.shape(), a.shape(), b.shape());
+    if r < 2 || as_.len() != r || bs.len() != r {
+        return Err(KernelError::Invalid(format!(
+            "matmul needs operands of one rank >= 2, got out {os:?}, a {as_:?}, b {bs:?}"
+        )));
+    }
+    let (m, n, k) = (os[r - 2], os[r - 1], as_[r - 1]);
+    let mut expect_a = os.to_vec();
+    expect_a[r - 1] = k;
+    let mut expect_b = os.to_vec();
+    expect_b[r - 2] = k;
+    if as_ != expect_a.as_slice() {
+        return Err(KernelError::ShapeMismatch {
+            what: "matmul a",
+            expected: expect_a,
+            actual: as_.to_vec(),
+        });
+    }
+    if bs != expect_b.as_slice() {
+        return Err(KernelError::ShapeMismatch {
+            what: "matmul b",
+            expected: expect_b,
+            actual: bs.to_vec(),
+        });
+    }
+    let (ag, bg) = (*a.geom(), *b.geom());
+    let (ad, bd) = (a.data(), b.data());
+    let (dst, og) = out.parts();
+    let og = *og;
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    let (dst_rs, dst_cs) = (og.strides()[r - 2], og.strides()[r - 1]);
+    let (lhs_rs, lhs_cs) = (ag.strides()[r - 2], ag.strides()[r - 1]);
+    let (rhs_rs, rhs_cs) = (bg.strides()[r - 2], bg.strides()[r - 1]);
+    let batch = &og.shape()[..r - 2];
+    walk(
+        batch,
+        [
+            &og.strides()[..r - 2],
+            &ag.strides()[..r - 2],
+            &bg.strides()[..r - 2],
+        ],
+        [og.offset(), ag.offset(), bg.offset()],
+        |[o, x, y], len, [so, sx, sy]| {
+            for i in 0..len as isize {
+                let (o, x, y) = (
+                    o as isize + i * so,
+                    x as isize + i * sx,
+                    y as isize + i * sy,
+                );
+                if k == 0 {
+                    if !accumulate {
+                        for row in 0..m as isize {
+                            for col in 0..n as isize {
+                                dst[(o + row * dst_rs + col * dst_cs) as usize] = 0.0;
+                            }
+                        }
+                    }
+                    continue;
+                }
+                // SAFETY: `o`, `x`, `y` are the offsets of element [0, 0] of this batch's
+                // matrices, and every `base + i·rs + j·cs` for i < rows, j < cols lies in
+                // the views' extents (checked when the views were built), so gemm reads
+                // and writes only inside `dst`, `ad` and `bd`. `dst` is borrowed mutably,
+                // so it cannot alias the inputs.
+                unsafe {
+                    gemm::gemm(
+                        m,
+                        n,
+                        k,
+                        dst.as_mut_ptr().offset(o),
+                        dst_cs,
+                        dst_rs,
+                        accumulate,
+                        ad.as_ptr().offset(x),
+                        lhs_cs,
+                        lhs_rs,
+                        bd.as_ptr().offset(y),
+                        rhs_cs,
+                        rhs_rs,
+                        1.0,
+                        alpha,
+                        false,
+                        false,
+                        false,
+                        gemm::Parallelism::None,
+                    );
+                }
+            }
+        },
+    );
+    Ok(())
+}

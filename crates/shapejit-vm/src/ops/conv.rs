@@ -1,0 +1,176 @@
+//! conv2d (im2col into [`Scratch`] + GEMM), max/avg pooling (NCHW).
+//!
+//! Output size per spatial dim: `(in + pad_begin + pad_end - dil·(k-1) - 1) / stride + 1`,
+//! rounded up instead of down with `ceil_mode` (a last window that would start
+//! in the end padding is dropped, as in ONNX/PyTorch).
+//!
+//! **Invariant:** padding never wins a max pool; the avg-pool divisor counts
+//! padded cells only with `count_include_pad` (and never cells past the end padding).
+
+use super::util::{arity, expect_dtype, expect_rank, shape_err, value_err};
+use super::{OpError, OutType, Scratch};
+use crate::tensor::{TensorMut, TensorRef};
+use shapejit_ir::{DType, Op, Window2d};
+use smallvec::SmallVec;
+
+/// Output length of one spatial dim.
+fn out_len(
+    op: &Op,
+    input: usize,
+    k: usize,
+    stride: usize,
+    pad: (usize, usize),
+    dil: usize,
+    ceil: bool,
+) -> Result<usize, OpError> {
+    if k == 0 || stride == 0 || dil == 0 {
+        return Err(value_err(
+            op,
+            format!("kernel {k}, stride {stride} and dilation {dil} must be positive"),
+        ));
+    }
+    let padded = input + pad.0 + pad.1;
+    let span = dil * (k - 1) + 1;
+    if padded < span {
+        return Err(shape_err(
+            op,
+            format!("window of span {span} does not fit the padded input size {padded}"),
+        ));
+    }
+    let room = padded - span;
+    let mut n = if ceil {
+        room.div_ceil(stride)
+    } else {
+        room / stride
+    } + 1;
+    if ceil && (n - 1) * stride >= input + pad.0 {
+        n -= 1;
+    }
+    Ok(n)
+}
+
+fn spatial_out(
+    op: &Op,
+    w: &Window2d,
+    kernel: [usize; 2],
+    h: usize,
+    wd: usize,
+    ceil: bool,
+) -> Result<[usize; 2], OpError> {
+    Ok([
+        out_len(
+            op,
+            h,
+            kernel[0],
+            w.strides[0],
+            (w.pads[0], w.pads[2]),
+            w.dilations[0],
+            ceil,
+        )?,
+        out_len(
+            op,
+            wd,
+            kernel[1],
+            w.strides[1],
+            (w.pads[1], w.pads[3]),
+            w.dilations[1],
+            ceil,
+        )?,
+    ])
+}
+
+pub(crate) fn conv_type(
+    op: &Op,
+    window: &Window2d,
+    groups: usize,
+    inputs: &[TensorRef],
+) -> Result<OutType, OpError> {
+    arity(op, inputs, 2, 3)?;
+    for i in 0..inputs.len() {
+        expect_dtype(op, inputs, i, &[DType::F32])?;
+    }
+    expect_rank(op, inputs, 0, 4)?;
+    expect_rank(op, inputs, 1, 4)?;
+    let (x, w) = (inputs[0].shape(), inputs[1].shape());
+    if groups == 0 || x[1] % groups != 0 || w[0] % groups != 0 || w[1] * groups != x[1] {
+        return Err(shape_err(
+            op,
+            format!(
+                "groups {groups}: input channels {} and weight {w:?} must be [C_out, C_in/groups, kH, kW] with both divisible",
+                x[1]
+            ),
+        ));
+    }
+    if let Some(b) = inputs.get(2)
+        && b.shape() != [w[0]]
+    {
+        return Err(shape_err(
+            op,
+            format!("bias must have shape [{}], got {:?}", w[0], b.shape()),
+        ));
+    }
+    let [oh, ow] = spatial_out(op, window, [w[2], w[3]], x[2], x[3], false)?;
+    Ok(OutType {
+        dtype: DType::F32,
+        shape: SmallVec::from_slice(&[x[0], w[0], oh, ow]),
+    })
+}
+
+pub(crate) fn pool_type(
+    op: &Op,
+    window: &Window2d,
+    ceil_mode: bool,
+    inputs: &[TensorRef],
+) -> Result<OutType, OpError> {
+    arity(op, inputs, 1, 1)?;
+    expect_dtype(op, inputs, 0, &[DType::F32])?;
+    expect_rank(op, inputs, 0, 4)?;
+    let x = inputs[0].shape();
+    let [oh, ow] = spatial_out(op, window, window.kernel, x[2], x[3], ceil_mode)?;
+    Ok(OutType {
+        dtype: DType::F32,
+        shape: SmallVec::from_slice(&[x[0], x[1], oh, ow]),
+    })
+}
+
+pub(crate) fn conv2d(
+    op: &Op,
+    window: &Window2d,
+    groups: usize,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+    scratch: &mut Scratch,
+) -> Result<(), OpError> {
+    let _ = (window, groups, inputs, out, scratch);
+    Err(OpError::Unsupported {
+        op: op.name(),
+        message: "not yet implemented".into(),
+    })
+}
+
+pub(crate) fn max_pool(
+    op: &Op,
+    window: &Window2d,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    let _ = (window, inputs, out);
+    Err(OpError::Unsupported {
+        op: op.name(),
+        message: "not yet implemented".into(),
+    })
+}
+
+pub(crate) fn avg_pool(
+    op: &Op,
+    window: &Window2d,
+    count_include_pad: bool,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    let _ = (window, count_include_pad, inputs, out);
+    Err(OpError::Unsupported {
+        op: op.name(),
+        message: "not yet implemented".into(),
+    })
+}

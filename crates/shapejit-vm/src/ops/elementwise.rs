@@ -1,0 +1,411 @@
+//! Elementwise ops: unary, binary (NumPy broadcasting), where, cast.
+//!
+//! Dtypes: float math on f32; `neg`, `abs`, `relu` and arithmetic also on
+//! i32/i64 (wrapping; integer division truncates, and `x / 0` is 0 rather than
+//! a trap); comparisons on f32/i32/i64 (`eq` also on bool); `and`/`or`/`not`
+//! on bool; `cast` between every pair.
+//!
+//! **Invariant:** `max`/`min` propagate NaN (as NumPy's `maximum`/`minimum`).
+
+use super::util::{
+    arity, broadcast_shapes, expect_dtype, kernel_err, out_view, same_dtype, view_of, with_dtype,
+};
+use super::{OpError, OutType};
+use crate::tensor::{Dims, TensorMut, TensorRef};
+use shapejit_ir::{BinaryOp, DType, Element, Op, UnaryOp};
+use shapejit_kernels::elementwise as ew;
+use shapejit_kernels::{View, math};
+
+fn unary_dtypes(u: UnaryOp) -> &'static [DType] {
+    match u {
+        UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu => &[DType::F32, DType::I32, DType::I64],
+        UnaryOp::Not => &[DType::Bool],
+        _ => &[DType::F32],
+    }
+}
+
+pub(crate) fn unary_type(op: &Op, u: UnaryOp, inputs: &[TensorRef]) -> Result<OutType, OpError> {
+    arity(op, inputs, 1, 1)?;
+    let dtype = expect_dtype(op, inputs, 0, unary_dtypes(u))?;
+    Ok(OutType {
+        dtype,
+        shape: inputs[0].layout.shape.clone(),
+    })
+}
+
+fn binary_dtypes(b: BinaryOp) -> &'static [DType] {
+    match b {
+        BinaryOp::And | BinaryOp::Or => &[DType::Bool],
+        BinaryOp::Eq => &[DType::F32, DType::I32, DType::I64, DType::Bool],
+        _ => &[DType::F32, DType::I32, DType::I64],
+    }
+}
+
+pub(crate) fn binary_type(op: &Op, b: BinaryOp, inputs: &[TensorRef]) -> Result<OutType, OpError> {
+    arity(op, inputs, 2, 2)?;
+    expect_dtype(op, inputs, 0, binary_dtypes(b))?;
+    let dtype = same_dtype(op, inputs, 0, 1)?;
+    let shape = broadcast_shapes(op, &[inputs[0].shape(), inputs[1].shape()])?;
+    Ok(OutType {
+        dtype: if b.is_comparison() {
+            DType::Bool
+        } else {
+            dtype
+        },
+        shape,
+    })
+}
+
+pub(crate) fn where_type(op: &Op, inputs: &[TensorRef]) -> Result<OutType, OpError> {
+    arity(op, inputs, 3, 3)?;
+    expect_dtype(op, inputs, 0, &[DType::Bool])?;
+    let dtype = same_dtype(op, inputs, 1, 2)?;
+    let shape = broadcast_shapes(
+        op,
+        &[inputs[0].shape(), inputs[1].shape(), inputs[2].shape()],
+    )?;
+    Ok(OutType { dtype, shape })
+}
+
+/// Input `idx` as a view broadcast to `shape`.
+fn broadcast_view<'a, T: Element>(
+    op: &Op,
+    inputs: &[TensorRef<'a>],
+    idx: usize,
+    shape: &[usize],
+) -> Result<View<'a, T>, OpError> {
+    let v = view_of::<T>(op, inputs, idx)?;
+    v.with_geom(v.geom().broadcast_to(shape).map_err(kernel_err(op))?)
+        .map_err(kernel_err(op))
+}
+
+fn map1<A: Element, O: Element>(
+    op: &Op,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+    f: impl Fn(A) -> O,
+) -> Result<(), OpError> {
+    let a = view_of::<A>(op, inputs, 0)?;
+    let mut o = out_view::<O>(op, out)?;
+    ew::unary(&mut o, &a, f).map_err(kernel_err(op))
+}
+
+fn map2<A: Element, O: Element>(
+    op: &Op,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+    f: impl Fn(A, A) -> O,
+) -> Result<(), OpError> {
+    let shape: Dims = out.shape.into();
+    let a = broadcast_view::<A>(op, inputs, 0, &shape)?;
+    let b = broadcast_view::<A>(op, inputs, 1, &shape)?;
+    let mut o = out_view::<O>(op, out)?;
+    ew::binary(&mut o, &a, &b, f).map_err(kernel_err(op))
+}
+
+/// The f32 function of a unary op (`None`: not a float op).
+fn unary_f32(
+    op: &Op,
+    u: UnaryOp,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    match u {
+        UnaryOp::Neg => map1(op, inputs, out, |x: f32| -x),
+        UnaryOp::Abs => map1(op, inputs, out, |x: f32| x.abs()),
+        UnaryOp::Exp => map1(op, inputs, out, math::exp),
+        UnaryOp::Log => map1(op, inputs, out, |x: f32| x.ln()),
+        UnaryOp::Sqrt => map1(op, inputs, out, |x: f32| x.sqrt()),
+        UnaryOp::Reciprocal => map1(op, inputs, out, |x: f32| 1.0 / x),
+        UnaryOp::Tanh => map1(op, inputs, out, math::tanh),
+        UnaryOp::Sigmoid => map1(op, inputs, out, math::sigmoid),
+        UnaryOp::Relu => map1(op, inputs, out, |x: f32| if x < 0.0 { 0.0 } else { x }),
+        UnaryOp::LeakyRelu { alpha } => map1(
+            op,
+            inputs,
+            out,
+            move |x: f32| if x < 0.0 { alpha * x } else { x },
+        ),
+        UnaryOp::Elu { alpha } => map1(op, inputs, out, move |x: f32| {
+            if x < 0.0 { alpha * math::expm1(x) } else { x }
+        }),
+        UnaryOp::Gelu { tanh_approx: false } => map1(op, inputs, out, math::gelu_erf),
+        UnaryOp::Gelu { tanh_approx: true } => map1(op, inputs, out, math::gelu_tanh),
+        UnaryOp::Erf => map1(op, inputs, out, math::erf),
+        UnaryOp::Clip { min, max } => map1(op, inputs, out, move |x: f32| {
+            let y = if x < min { min } else { x };
+            if y > max { max } else { y }
+        }),
+        UnaryOp::Not => Err(dtype_bug(op)),
+    }
+}
+
+fn dtype_bug(op: &Op) -> OpError {
+    OpError::Unsupported {
+        op: op.name(),
+        message: "dtype passed output_types but has no kernel (internal bug)".into(),
+    }
+}
+
+/// Integer types for wrapping arithmetic.
+trait Int: Element + Ord {
+    const ZERO: Self;
+    fn wadd(self, o: Self) -> Self;
+    fn wsub(self, o: Self) -> Self;
+    fn wmul(self, o: Self) -> Self;
+    fn wneg(self) -> Self;
+    fn wabs(self) -> Self;
+    /// Truncating division; `x / 0 = 0`, `MIN / -1` wraps.
+    fn wdiv(self, o: Self) -> Self;
+    /// Integer power; negative exponents give `1/x^n` truncated.
+    fn wpow(self, e: Self) -> Self;
+}
+
+macro_rules! impl_int {
+    ($t:ty) => {
+        impl Int for $t {
+            const ZERO: $t = 0;
+            fn wadd(self, o: $t) -> $t {
+                self.wrapping_add(o)
+            }
+            fn wsub(self, o: $t) -> $t {
+                self.wrapping_sub(o)
+            }
+            fn wmul(self, o: $t) -> $t {
+                self.wrapping_mul(o)
+            }
+            fn wneg(self) -> $t {
+                self.wrapping_neg()
+            }
+            fn wabs(self) -> $t {
+                self.wrapping_abs()
+            }
+            fn wdiv(self, o: $t) -> $t {
+                if o == 0 { 0 } else { self.wrapping_div(o) }
+            }
+            fn wpow(self, e: $t) -> $t {
+                if e < 0 {
+                    return match self {
+                        1 => 1,
+                        -1 => {
+                            if e % 2 == 0 {
+                                1
+                            } else {
+                                -1
+                            }
+                        }
+                        _ => 0,
+                    };
+                }
+                let (mut base, mut e, mut acc) = (self, e, 1 as $t);
+                while e > 0 {
+                    if e & 1 == 1 {
+                        acc = acc.wrapping_mul(base);
+                    }
+                    base = base.wrapping_mul(base);
+                    e >>= 1;
+                }
+                acc
+            }
+        }
+    };
+}
+impl_int!(i32);
+impl_int!(i64);
+
+fn unary_int<T: Int>(
+    op: &Op,
+    u: UnaryOp,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    match u {
+        UnaryOp::Neg => map1(op, inputs, out, |x: T| x.wneg()),
+        UnaryOp::Abs => map1(op, inputs, out, |x: T| x.wabs()),
+        UnaryOp::Relu => map1(op, inputs, out, |x: T| x.max(T::ZERO)),
+        _ => Err(dtype_bug(op)),
+    }
+}
+
+pub(crate) fn unary(
+    op: &Op,
+    u: UnaryOp,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    match inputs[0].dtype {
+        DType::F32 => unary_f32(op, u, inputs, out),
+        DType::I32 => unary_int::<i32>(op, u, inputs, out),
+        DType::I64 => unary_int::<i64>(op, u, inputs, out),
+        DType::Bool => map1(op, inputs, out, |x: bool| !x),
+    }
+}
+
+/// NaN-propagating maximum.
+fn fmax(a: f32, b: f32) -> f32 {
+    if a > b || a.is_nan() { a } else { b }
+}
+
+/// NaN-propagating minimum.
+fn fmin(a: f32, b: f32) -> f32 {
+    if a < b || a.is_nan() { a } else { b }
+}
+
+fn compare<T: Element + PartialOrd>(
+    op: &Op,
+    b: BinaryOp,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    match b {
+        BinaryOp::Eq => map2(op, inputs, out, |x: T, y: T| x == y),
+        BinaryOp::Lt => map2(op, inputs, out, |x: T, y: T| x < y),
+        BinaryOp::Le => map2(op, inputs, out, |x: T, y: T| x <= y),
+        BinaryOp::Gt => map2(op, inputs, out, |x: T, y: T| x > y),
+        BinaryOp::Ge => map2(op, inputs, out, |x: T, y: T| x >= y),
+        _ => Err(dtype_bug(op)),
+    }
+}
+
+fn binary_f32(
+    op: &Op,
+    b: BinaryOp,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    match b {
+        BinaryOp::Add => map2(op, inputs, out, |x: f32, y: f32| x + y),
+        BinaryOp::Sub => map2(op, inputs, out, |x: f32, y: f32| x - y),
+        BinaryOp::Mul => map2(op, inputs, out, |x: f32, y: f32| x * y),
+        BinaryOp::Div => map2(op, inputs, out, |x: f32, y: f32| x / y),
+        BinaryOp::Pow => {
+            // x^2 is common (decomposed norms) and exact as x*x
+            if inputs[1].layout.numel() == 1 && inputs[1].get_flat::<f32>(0) == Some(2.0) {
+                map2(op, inputs, out, |x: f32, _: f32| x * x)
+            } else {
+                map2(op, inputs, out, |x: f32, y: f32| x.powf(y))
+            }
+        }
+        BinaryOp::Max => map2(op, inputs, out, fmax),
+        BinaryOp::Min => map2(op, inputs, out, fmin),
+        _ => compare::<f32>(op, b, inputs, out),
+    }
+}
+
+fn binary_int<T: Int>(
+    op: &Op,
+    b: BinaryOp,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    match b {
+        BinaryOp::Add => map2(op, inputs, out, |x: T, y: T| x.wadd(y)),
+        BinaryOp::Sub => map2(op, inputs, out, |x: T, y: T| x.wsub(y)),
+        BinaryOp::Mul => map2(op, inputs, out, |x: T, y: T| x.wmul(y)),
+        BinaryOp::Div => map2(op, inputs, out, |x: T, y: T| x.wdiv(y)),
+        BinaryOp::Pow => map2(op, inputs, out, |x: T, y: T| x.wpow(y)),
+        BinaryOp::Max => map2(op, inputs, out, |x: T, y: T| x.max(y)),
+        BinaryOp::Min => map2(op, inputs, out, |x: T, y: T| x.min(y)),
+        _ => compare::<T>(op, b, inputs, out),
+    }
+}
+
+pub(crate) fn binary(
+    op: &Op,
+    b: BinaryOp,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    match inputs[0].dtype {
+        DType::F32 => binary_f32(op, b, inputs, out),
+        DType::I32 => binary_int::<i32>(op, b, inputs, out),
+        DType::I64 => binary_int::<i64>(op, b, inputs, out),
+        DType::Bool => match b {
+            BinaryOp::And => map2(op, inputs, out, |x: bool, y: bool| x & y),
+            BinaryOp::Or => map2(op, inputs, out, |x: bool, y: bool| x | y),
+            BinaryOp::Eq => map2(op, inputs, out, |x: bool, y: bool| x == y),
+            _ => Err(dtype_bug(op)),
+        },
+    }
+}
+
+pub(crate) fn where_(op: &Op, inputs: &[TensorRef], out: &mut TensorMut) -> Result<(), OpError> {
+    let shape: Dims = out.shape.into();
+    let c = broadcast_view::<bool>(op, inputs, 0, &shape)?;
+    with_dtype!(inputs[1].dtype, T => {
+        let x = broadcast_view::<T>(op, inputs, 1, &shape)?;
+        let y = broadcast_view::<T>(op, inputs, 2, &shape)?;
+        let mut o = out_view::<T>(op, out)?;
+        ew::ternary(&mut o, &c, &x, &y, |c, x, y| if c { x } else { y }).map_err(kernel_err(op))
+    })
+}
+
+/// Conversion targets: every dtype from every dtype, with Rust `as` semantics
+/// (float→int truncates toward zero and saturates, NaN→0; int→int wraps;
+/// →bool is `!= 0`, NaN→true).
+trait CastFrom: Element {
+    fn from_f32(v: f32) -> Self;
+    fn from_i32(v: i32) -> Self;
+    fn from_i64(v: i64) -> Self;
+    fn from_bool(v: bool) -> Self;
+}
+
+macro_rules! impl_cast_num {
+    ($t:ty) => {
+        impl CastFrom for $t {
+            fn from_f32(v: f32) -> $t {
+                v as $t
+            }
+            fn from_i32(v: i32) -> $t {
+                v as $t
+            }
+            fn from_i64(v: i64) -> $t {
+                v as $t
+            }
+            fn from_bool(v: bool) -> $t {
+                v as u8 as $t
+            }
+        }
+    };
+}
+impl_cast_num!(f32);
+impl_cast_num!(i32);
+impl_cast_num!(i64);
+
+impl CastFrom for bool {
+    fn from_f32(v: f32) -> bool {
+        v != 0.0
+    }
+    fn from_i32(v: i32) -> bool {
+        v != 0
+    }
+    fn from_i64(v: i64) -> bool {
+        v != 0
+    }
+    fn from_bool(v: bool) -> bool {
+        v
+    }
+}
+
+fn cast_to<O: CastFrom>(op: &Op, inputs: &[TensorRef], out: &mut TensorMut) -> Result<(), OpError> {
+    match inputs[0].dtype {
+        DType::F32 => map1(op, inputs, out, O::from_f32),
+        DType::I32 => map1(op, inputs, out, O::from_i32),
+        DType::I64 => map1(op, inputs, out, O::from_i64),
+        DType::Bool => map1(op, inputs, out, O::from_bool),
+    }
+}
+
+pub(crate) fn cast(
+    op: &Op,
+    to: DType,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    match to {
+        DType::F32 => cast_to::<f32>(op, inputs, out),
+        DType::I32 => cast_to::<i32>(op, inputs, out),
+        DType::I64 => cast_to::<i64>(op, inputs, out),
+        DType::Bool => cast_to::<bool>(op, inputs, out),
+    }
+}

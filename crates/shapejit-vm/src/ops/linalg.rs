@@ -1,0 +1,184 @@
+//! `matmul` (NumPy semantics, broadcast batch dims) and `gemm`, on the
+//! `gemm`-crate kernel with the operands' own strides: transposed, sliced and
+//! broadcast views are read in place, never copied.
+//!
+//! **Invariant:** f32 only; integer matrix products are `Unsupported`.
+
+use super::util::{
+    arity, broadcast_shapes, expect_dtype, expect_rank, kernel_err, out_view, out_view_as,
+    shape_err, view_of,
+};
+use super::{OpError, OutType};
+use crate::tensor::{Dims, TensorMut, TensorRef};
+use shapejit_ir::{DType, Op};
+use shapejit_kernels::elementwise as ew;
+use shapejit_kernels::matmul::matmul as mm;
+use shapejit_kernels::{MAX_RANK, StridedShape, View};
+use smallvec::SmallVec;
+
+/// `(batch dims, m, k, n)` with rank-1 promotion; errors name both shapes.
+fn matmul_dims(op: &Op, a: &[usize], b: &[usize]) -> Result<(Dims, usize, usize, usize), OpError> {
+    if a.is_empty() || b.is_empty() {
+        return Err(shape_err(
+            op,
+            format!("operands must have rank >= 1, got {a:?} and {b:?}"),
+        ));
+    }
+    let (m, ka) = if a.len() == 1 {
+        (1, a[0])
+    } else {
+        (a[a.len() - 2], a[a.len() - 1])
+    };
+    let (kb, n) = if b.len() == 1 {
+        (b[0], 1)
+    } else {
+        (b[b.len() - 2], b[b.len() - 1])
+    };
+    if ka != kb {
+        return Err(shape_err(
+            op,
+            format!("inner dims differ: a {a:?} has k = {ka}, b {b:?} has k = {kb}"),
+        ));
+    }
+    let batch_a = &a[..a.len().saturating_sub(2)];
+    let batch_b = &b[..b.len().saturating_sub(2)];
+    let batch = broadcast_shapes(op, &[batch_a, batch_b])?;
+    Ok((batch, m, ka, n))
+}
+
+pub(crate) fn matmul_type(op: &Op, inputs: &[TensorRef]) -> Result<OutType, OpError> {
+    arity(op, inputs, 2, 2)?;
+    expect_dtype(op, inputs, 0, &[DType::F32])?;
+    expect_dtype(op, inputs, 1, &[DType::F32])?;
+    let (a, b) = (inputs[0].shape(), inputs[1].shape());
+    let (mut shape, m, _, n) = matmul_dims(op, a, b)?;
+    if a.len() > 1 {
+        shape.push(m);
+    }
+    if b.len() > 1 {
+        shape.push(n);
+    }
+    Ok(OutType {
+        dtype: DType::F32,
+        shape,
+    })
+}
+
+/// Operand geometry as `[batch…, rows, cols]`: rank-1 operands get a size-1 dim
+/// (`a` in front, `b` behind), batch dims broadcast.
+fn operand_geom(
+    op: &Op,
+    v: &View<f32>,
+    is_lhs: bool,
+    batch: &[usize],
+) -> Result<StridedShape, OpError> {
+    let g = v.geom();
+    let (mut shape, mut strides) = (
+        SmallVec::<[usize; MAX_RANK]>::new(),
+        SmallVec::<[isize; MAX_RANK]>::new(),
+    );
+    if g.rank() == 1 {
+        let (d, s) = (g.shape()[0], g.strides()[0]);
+        if is_lhs {
+            shape.extend([1, d]);
+            strides.extend([0, s]);
+        } else {
+            shape.extend([d, 1]);
+            strides.extend([s, 0]);
+        }
+    } else {
+        shape.extend_from_slice(g.shape());
+        strides.extend_from_slice(g.strides());
+    }
+    let mat = StridedShape::new(&shape, &strides, g.offset()).map_err(kernel_err(op))?;
+    let mut full: SmallVec<[usize; MAX_RANK]> = SmallVec::from_slice(batch);
+    full.extend_from_slice(&shape[shape.len() - 2..]);
+    mat.broadcast_to(&full).map_err(kernel_err(op))
+}
+
+pub(crate) fn matmul(op: &Op, inputs: &[TensorRef], out: &mut TensorMut) -> Result<(), OpError> {
+    let a = view_of::<f32>(op, inputs, 0)?;
+    let b = view_of::<f32>(op, inputs, 1)?;
+    let (batch, m, _, n) = matmul_dims(op, a.shape(), b.shape())?;
+    let a = a
+        .with_geom(operand_geom(op, &a, true, &batch)?)
+        .map_err(kernel_err(op))?;
+    let b = b
+        .with_geom(operand_geom(op, &b, false, &batch)?)
+        .map_err(kernel_err(op))?;
+    let mut full: Dims = batch;
+    full.extend([m, n]);
+    let mut o = out_view_as::<f32>(op, out, &full)?;
+    mm(&mut o, &a, &b, 1.0, false).map_err(kernel_err(op))
+}
+
+pub(crate) fn gemm_type(
+    op: &Op,
+    inputs: &[TensorRef],
+    trans_a: bool,
+    trans_b: bool,
+) -> Result<OutType, OpError> {
+    arity(op, inputs, 2, 3)?;
+    for i in 0..inputs.len() {
+        expect_dtype(op, inputs, i, &[DType::F32])?;
+    }
+    expect_rank(op, inputs, 0, 2)?;
+    expect_rank(op, inputs, 1, 2)?;
+    let (a, b) = (inputs[0].shape(), inputs[1].shape());
+    let (m, ka) = if trans_a { (a[1], a[0]) } else { (a[0], a[1]) };
+    let (kb, n) = if trans_b { (b[1], b[0]) } else { (b[0], b[1]) };
+    if ka != kb {
+        return Err(shape_err(
+            op,
+            format!("inner dims differ: op(a) is [{m}, {ka}], op(b) is [{kb}, {n}]"),
+        ));
+    }
+    if let Some(c) = inputs.get(2) {
+        let c = c.shape();
+        if broadcast_shapes(op, &[c, &[m, n]])?.as_slice() != [m, n] {
+            return Err(shape_err(
+                op,
+                format!("c of shape {c:?} does not broadcast to [{m}, {n}]"),
+            ));
+        }
+    }
+    Ok(OutType {
+        dtype: DType::F32,
+        shape: SmallVec::from_slice(&[m, n]),
+    })
+}
+
+/// The rank-2 view `v`, transposed when `yes` (a stride swap, no copy).
+fn transposed_if<'a>(op: &Op, v: View<'a, f32>, yes: bool) -> Result<View<'a, f32>, OpError> {
+    if !yes {
+        return Ok(v);
+    }
+    v.with_geom(v.geom().permuted(&[1, 0]).map_err(kernel_err(op))?)
+        .map_err(kernel_err(op))
+}
+
+pub(crate) fn gemm(
+    op: &Op,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+    alpha: f32,
+    beta: f32,
+    trans_a: bool,
+    trans_b: bool,
+) -> Result<(), OpError> {
+    let a = transposed_if(op, view_of::<f32>(op, inputs, 0)?, trans_a)?;
+    let b = transposed_if(op, view_of::<f32>(op, inputs, 1)?, trans_b)?;
+    let mut o = out_view::<f32>(op, out)?;
+    let accumulate = match inputs.get(2) {
+        Some(_) if beta != 0.0 => {
+            let c = view_of::<f32>(op, inputs, 2)?;
+            let c = c
+                .with_geom(c.geom().broadcast_to(o.shape()).map_err(kernel_err(op))?)
+                .map_err(kernel_err(op))?;
+            ew::unary(&mut o, &c, |v| beta * v).map_err(kernel_err(op))?;
+            true
+        }
+        _ => false,
+    };
+    mm(&mut o, &a, &b, alpha, accumulate).map_err(kernel_err(op))
+}

@@ -1,0 +1,195 @@
+//! Reductions over axes (`reduce_*`) and `global_avg_pool`.
+//!
+//! f32 sums, means and products accumulate in f64; integer ones in i64 with
+//! wrapping, cast back (so i32 wraps as i32 arithmetic would). Empty
+//! reductions give the identity: sum 0, prod 1, max -inf / MIN, min +inf / MAX,
+//! mean NaN (0/0) for f32 and 0 for integers.
+//!
+//! **Invariant:** `reduce_max`/`reduce_min` propagate NaN.
+
+use super::util::{arity, expect_dtype, kernel_err, norm_axis, shape_err, view_of};
+use super::{OpError, OutType};
+use crate::tensor::{Dims, TensorMut, TensorRef};
+use shapejit_ir::{DType, Element, Op, ReduceOp};
+use shapejit_kernels::reduce::reduce as kreduce;
+use smallvec::SmallVec;
+
+type Flags = SmallVec<[bool; 6]>;
+
+/// Which dims are reduced (`axes` empty: all).
+fn reduced_flags(op: &Op, axes: &[i64], rank: usize) -> Result<Flags, OpError> {
+    let mut flags: Flags = SmallVec::from_elem(axes.is_empty(), rank);
+    for &a in axes {
+        let a = norm_axis(op, a, rank)?;
+        if std::mem::replace(&mut flags[a], true) {
+            return Err(shape_err(
+                op,
+                format!("axis {a} is listed twice in {axes:?}"),
+            ));
+        }
+    }
+    Ok(flags)
+}
+
+pub(crate) fn reduce_type(
+    op: &Op,
+    axes: &[i64],
+    keepdims: bool,
+    inputs: &[TensorRef],
+) -> Result<OutType, OpError> {
+    arity(op, inputs, 1, 1)?;
+    let dtype = expect_dtype(op, inputs, 0, &[DType::F32, DType::I32, DType::I64])?;
+    let shape = inputs[0].shape();
+    let flags = reduced_flags(op, axes, shape.len())?;
+    let out: Dims = shape
+        .iter()
+        .zip(&flags)
+        .filter_map(|(&d, &red)| match (red, keepdims) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect();
+    Ok(OutType { dtype, shape: out })
+}
+
+fn fmax(a: f32, b: f32) -> f32 {
+    if b > a || b.is_nan() { b } else { a }
+}
+
+fn fmin(a: f32, b: f32) -> f32 {
+    if b < a || b.is_nan() { b } else { a }
+}
+
+fn reduce_f32(
+    op: &Op,
+    r: ReduceOp,
+    inputs: &[TensorRef],
+    flags: &[bool],
+    out: &mut [f32],
+) -> Result<(), OpError> {
+    let x = view_of::<f32>(op, inputs, 0)?;
+    let res = match r {
+        ReduceOp::Sum => kreduce(out, &x, flags, 0f64, |a, v| a + v as f64, |a, _| a as f32),
+        ReduceOp::Mean => kreduce(
+            out,
+            &x,
+            flags,
+            0f64,
+            |a, v| a + v as f64,
+            |a, n| (a / n as f64) as f32,
+        ),
+        ReduceOp::Prod => kreduce(out, &x, flags, 1f64, |a, v| a * v as f64, |a, _| a as f32),
+        ReduceOp::Max => kreduce(out, &x, flags, f32::NEG_INFINITY, fmax, |a, _| a),
+        ReduceOp::Min => kreduce(out, &x, flags, f32::INFINITY, fmin, |a, _| a),
+    };
+    res.map_err(kernel_err(op))
+}
+
+/// Integer element types (via i64 accumulation).
+trait IntElem: Element + Ord + Into<i64> {
+    const MIN: Self;
+    const MAX: Self;
+    fn from_i64_wrapping(v: i64) -> Self;
+}
+
+impl IntElem for i32 {
+    const MIN: i32 = i32::MIN;
+    const MAX: i32 = i32::MAX;
+    fn from_i64_wrapping(v: i64) -> i32 {
+        v as i32
+    }
+}
+
+impl IntElem for i64 {
+    const MIN: i64 = i64::MIN;
+    const MAX: i64 = i64::MAX;
+    fn from_i64_wrapping(v: i64) -> i64 {
+        v
+    }
+}
+
+fn reduce_int<T: IntElem>(
+    op: &Op,
+    r: ReduceOp,
+    inputs: &[TensorRef],
+    flags: &[bool],
+    out: &mut [T],
+) -> Result<(), OpError> {
+    let x = view_of::<T>(op, inputs, 0)?;
+    let wrap = |a: i64, _| T::from_i64_wrapping(a);
+    let res = match r {
+        ReduceOp::Sum => kreduce(out, &x, flags, 0i64, |a, v| a.wrapping_add(v.into()), wrap),
+        ReduceOp::Mean => kreduce(
+            out,
+            &x,
+            flags,
+            0i64,
+            |a, v| a.wrapping_add(v.into()),
+            |a, n| T::from_i64_wrapping(if n == 0 { 0 } else { a.wrapping_div(n as i64) }),
+        ),
+        ReduceOp::Prod => kreduce(out, &x, flags, 1i64, |a, v| a.wrapping_mul(v.into()), wrap),
+        ReduceOp::Max => kreduce(out, &x, flags, T::MIN, |a, v| a.max(v), |a, _| a),
+        ReduceOp::Min => kreduce(out, &x, flags, T::MAX, |a, v| a.min(v), |a, _| a),
+    };
+    res.map_err(kernel_err(op))
+}
+
+fn out_elems<'a, T: Element>(op: &Op, out: &'a mut TensorMut) -> Result<&'a mut [T], OpError> {
+    out.elems_mut::<T>().ok_or_else(|| OpError::Output {
+        op: op.name(),
+        index: 0,
+        message: "buffer dtype or alignment".into(),
+    })
+}
+
+pub(crate) fn reduce(
+    op: &Op,
+    r: ReduceOp,
+    axes: &[i64],
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    let flags = reduced_flags(op, axes, inputs[0].shape().len())?;
+    match inputs[0].dtype {
+        DType::F32 => reduce_f32(op, r, inputs, &flags, out_elems(op, out)?),
+        DType::I32 => reduce_int::<i32>(op, r, inputs, &flags, out_elems(op, out)?),
+        DType::I64 => reduce_int::<i64>(op, r, inputs, &flags, out_elems(op, out)?),
+        DType::Bool => Err(OpError::DType {
+            op: op.name(),
+            input: 0,
+            expected: "f32, i32 or i64".into(),
+            actual: DType::Bool,
+        }),
+    }
+}
+
+pub(crate) fn global_avg_pool_type(op: &Op, inputs: &[TensorRef]) -> Result<OutType, OpError> {
+    arity(op, inputs, 1, 1)?;
+    expect_dtype(op, inputs, 0, &[DType::F32])?;
+    let s = inputs[0].shape();
+    if s.len() < 3 {
+        return Err(shape_err(
+            op,
+            format!("input must be [N, C, spatial...], got shape {s:?}"),
+        ));
+    }
+    let shape = s
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| if i < 2 { d } else { 1 })
+        .collect();
+    Ok(OutType {
+        dtype: DType::F32,
+        shape,
+    })
+}
+
+pub(crate) fn global_avg_pool(
+    op: &Op,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    let flags: Flags = (0..inputs[0].shape().len()).map(|i| i >= 2).collect();
+    reduce_f32(op, ReduceOp::Mean, inputs, &flags, out_elems(op, out)?)
+}

@@ -1,0 +1,415 @@
+//! unary, binary, where and cast against naive f64 references over random
+//! shapes (broadcasting, size-1 and zero-size dims) and strided layouts.
+
+mod ops_support;
+use ops_support::*;
+use shapejit_ir::{BinaryOp, DType, Op, UnaryOp};
+use shapejit_vm::ops::OpError;
+
+/// Tolerance of IEEE-rounded float ops (`+ - * /`, sqrt, reciprocal): one f32 rounding.
+const IEEE_REL: f64 = 1.2e-7;
+/// Tolerance of the transcendental unary ops (op.rs: ≤ 4 ulp-ish, 1e-6 relative),
+/// with an absolute floor for results below 1e-6 (the far tails of gelu/erf).
+const TRANSCENDENTAL_REL: f64 = 1e-6;
+const TRANSCENDENTAL_ABS: f64 = 1e-12;
+
+fn unary_ref(u: UnaryOp, x: f64) -> f64 {
+    match u {
+        UnaryOp::Neg => -x,
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Reciprocal => 1.0 / x,
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::Relu => x.max(0.0),
+        UnaryOp::LeakyRelu { alpha } => {
+            if x >= 0.0 {
+                x
+            } else {
+                alpha as f64 * x
+            }
+        }
+        UnaryOp::Elu { alpha } => {
+            if x >= 0.0 {
+                x
+            } else {
+                alpha as f64 * x.exp_m1()
+            }
+        }
+        UnaryOp::Gelu { tanh_approx: false } => {
+            let t = x / std::f64::consts::SQRT_2;
+            if x < 0.0 {
+                0.5 * x * erfc64(-t)
+            } else {
+                0.5 * x * (1.0 + erf64(t))
+            }
+        }
+        UnaryOp::Gelu { tanh_approx: true } => {
+            let y = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+            x / (1.0 + (-2.0 * y).exp())
+        }
+        UnaryOp::Erf => erf64(x),
+        UnaryOp::Clip { min, max } => x.clamp(min as f64, max as f64),
+        UnaryOp::Not => (x == 0.0) as u8 as f64,
+    }
+}
+
+const FLOAT_UNARY: [UnaryOp; 15] = [
+    UnaryOp::Neg,
+    UnaryOp::Abs,
+    UnaryOp::Exp,
+    UnaryOp::Log,
+    UnaryOp::Sqrt,
+    UnaryOp::Reciprocal,
+    UnaryOp::Tanh,
+    UnaryOp::Sigmoid,
+    UnaryOp::Relu,
+    UnaryOp::LeakyRelu { alpha: 0.1 },
+    UnaryOp::Elu { alpha: 0.7 },
+    UnaryOp::Gelu { tanh_approx: false },
+    UnaryOp::Gelu { tanh_approx: true },
+    UnaryOp::Erf,
+    UnaryOp::Clip {
+        min: -0.5,
+        max: 1.25,
+    },
+];
+
+#[test]
+fn float_unary_matches_reference() {
+    let mut rng = Rng::new(1);
+    for u in FLOAT_UNARY {
+        for kind in KINDS {
+            for _ in 0..6 {
+                let rank = rng.range(0, 5);
+                let zero_ok = rng.range(0, 5) == 0;
+                let shape = rng.shape(rank, 6, zero_ok);
+                let positive = matches!(u, UnaryOp::Log | UnaryOp::Sqrt);
+                let x = Host::random(&mut rng, &shape, kind, |r| {
+                    if positive {
+                        r.f32(0.01, 8.0)
+                    } else {
+                        r.f32(-6.0, 6.0)
+                    }
+                });
+                let out = run(&Op::Unary(u), &[&x]).unwrap();
+                assert_eq!(out[0].ty.dtype, DType::F32);
+                assert_eq!(out[0].ty.shape.as_slice(), shape.as_slice());
+                let want: Vec<f64> = x.vals.iter().map(|&v| unary_ref(u, v)).collect();
+                let exact = matches!(
+                    u,
+                    UnaryOp::Neg
+                        | UnaryOp::Abs
+                        | UnaryOp::Relu
+                        | UnaryOp::Clip { .. }
+                        | UnaryOp::LeakyRelu { .. }
+                );
+                let rel = if exact {
+                    IEEE_REL / 2.0
+                } else if matches!(u, UnaryOp::Sqrt | UnaryOp::Reciprocal) {
+                    IEEE_REL
+                } else {
+                    TRANSCENDENTAL_REL
+                };
+                let abs = if rel == TRANSCENDENTAL_REL {
+                    TRANSCENDENTAL_ABS
+                } else {
+                    0.0
+                };
+                assert_close(
+                    &format!("{} {kind:?} {shape:?}", u.name()),
+                    &out[0].vals,
+                    &want,
+                    abs,
+                    rel,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn integer_and_bool_unary() {
+    let mut rng = Rng::new(2);
+    for kind in KINDS {
+        let shape = rng.shape(3, 5, false);
+        let x = Host::random(&mut rng, &shape, kind, |r| r.range(0, 41) as i64 - 20);
+        for (u, f) in [
+            (UnaryOp::Neg, (|v: f64| -v) as fn(f64) -> f64),
+            (UnaryOp::Abs, f64::abs),
+            (UnaryOp::Relu, |v| v.max(0.0)),
+        ] {
+            let out = run(&Op::Unary(u), &[&x]).unwrap();
+            assert_eq!(out[0].ty.dtype, DType::I64);
+            assert_exact(
+                u.name(),
+                &out[0].vals,
+                &x.vals.iter().map(|&v| f(v)).collect::<Vec<_>>(),
+            );
+        }
+        let xi = Host::random(&mut rng, &shape, kind, |r| r.range(0, 41) as i32 - 20);
+        let out = run(&Op::Unary(UnaryOp::Neg), &[&xi]).unwrap();
+        assert_exact(
+            "neg i32",
+            &out[0].vals,
+            &xi.vals.iter().map(|&v| -v).collect::<Vec<_>>(),
+        );
+        let b = Host::random(&mut rng, &shape, kind, |r| r.bool());
+        let out = run(&Op::Unary(UnaryOp::Not), &[&b]).unwrap();
+        assert_exact(
+            "not",
+            &out[0].vals,
+            &b.vals.iter().map(|&v| 1.0 - v).collect::<Vec<_>>(),
+        );
+    }
+}
+
+fn binary_ref(b: BinaryOp, x: f64, y: f64, int: bool) -> f64 {
+    let bool_ = |c: bool| c as u8 as f64;
+    match b {
+        BinaryOp::Add => x + y,
+        BinaryOp::Sub => x - y,
+        BinaryOp::Mul => x * y,
+        BinaryOp::Div if int => {
+            if y == 0.0 {
+                0.0
+            } else {
+                (x / y).trunc()
+            }
+        }
+        BinaryOp::Div => x / y,
+        BinaryOp::Pow if int => {
+            if y < 0.0 {
+                if x == 1.0 {
+                    1.0
+                } else if x == -1.0 {
+                    if y % 2.0 == 0.0 { 1.0 } else { -1.0 }
+                } else {
+                    0.0
+                }
+            } else {
+                x.powi(y as i32)
+            }
+        }
+        BinaryOp::Pow => x.powf(y),
+        BinaryOp::Max => x.max(y),
+        BinaryOp::Min => x.min(y),
+        BinaryOp::And => bool_(x != 0.0 && y != 0.0),
+        BinaryOp::Or => bool_(x != 0.0 || y != 0.0),
+        BinaryOp::Eq => bool_(x == y),
+        BinaryOp::Lt => bool_(x < y),
+        BinaryOp::Le => bool_(x <= y),
+        BinaryOp::Gt => bool_(x > y),
+        BinaryOp::Ge => bool_(x >= y),
+    }
+}
+
+fn operand(
+    rng: &mut Rng,
+    b: BinaryOp,
+    dtype: DType,
+    shape: &[usize],
+    kind: Kind,
+    second: bool,
+) -> Host {
+    match dtype {
+        DType::F32 if b == BinaryOp::Pow && !second => {
+            Host::random(rng, shape, kind, |r| r.f32(0.1, 3.0))
+        }
+        // a few exact ties so that eq/le/ge see equal values
+        DType::F32 => Host::random(rng, shape, kind, |r| (r.f32(-3.0, 3.0) * 4.0).round() / 4.0),
+        DType::I32 if b == BinaryOp::Pow => {
+            Host::random(rng, shape, kind, |r| r.range(0, 9) as i32 - 3)
+        }
+        DType::I32 => Host::random(rng, shape, kind, |r| r.range(0, 41) as i32 - 20),
+        DType::I64 if b == BinaryOp::Pow => {
+            Host::random(rng, shape, kind, |r| r.range(0, 9) as i64 - 3)
+        }
+        DType::I64 => Host::random(rng, shape, kind, |r| r.range(0, 41) as i64 - 20),
+        DType::Bool => Host::random(rng, shape, kind, |r| r.bool()),
+    }
+}
+
+#[test]
+fn binary_broadcasts_over_strided_inputs() {
+    let mut rng = Rng::new(3);
+    for b in BinaryOp::ALL {
+        let dtypes: &[DType] = if b.is_logical() {
+            &[DType::Bool]
+        } else if b == BinaryOp::Eq {
+            &[DType::F32, DType::I32, DType::I64, DType::Bool]
+        } else {
+            &[DType::F32, DType::I32, DType::I64]
+        };
+        for &dtype in dtypes {
+            for i in 0..8 {
+                let kind = KINDS[i % 3];
+                let (out_shape, shapes) = broadcast_shapes(&mut rng, 2);
+                let x = operand(&mut rng, b, dtype, &shapes[0], kind, false);
+                let y = operand(&mut rng, b, dtype, &shapes[1], KINDS[(i + 1) % 3], true);
+                let out = run(&Op::Binary(b), &[&x, &y]).unwrap();
+                let want_dtype = if b.is_comparison() {
+                    DType::Bool
+                } else {
+                    dtype
+                };
+                assert_eq!(out[0].ty.dtype, want_dtype);
+                assert_eq!(
+                    out[0].ty.shape.as_slice(),
+                    out_shape.as_slice(),
+                    "{shapes:?}"
+                );
+                let want: Vec<f64> = (0..out[0].vals.len())
+                    .map(|f| {
+                        let idx = unravel(f, &out_shape);
+                        let (xv, yv) = (
+                            x.vals[ravel_broadcast(&idx, x.shape())],
+                            y.vals[ravel_broadcast(&idx, y.shape())],
+                        );
+                        binary_ref(b, xv, yv, dtype.is_int())
+                    })
+                    .collect();
+                let rel = match (dtype, b) {
+                    (DType::F32, BinaryOp::Pow) => 1e-6,
+                    (DType::F32, _) => IEEE_REL / 2.0,
+                    _ => 0.0,
+                };
+                let what = format!("{} {dtype} {shapes:?}", b.name());
+                assert_close(&what, &out[0].vals, &want, 0.0, rel);
+            }
+        }
+    }
+}
+
+#[test]
+fn where_selects_with_three_way_broadcast() {
+    let mut rng = Rng::new(4);
+    for i in 0..20 {
+        let (out_shape, shapes) = broadcast_shapes(&mut rng, 3);
+        let c = Host::random(&mut rng, &shapes[0], KINDS[i % 3], |r| r.bool());
+        let x = Host::f32(&mut rng, &shapes[1], KINDS[(i + 1) % 3]);
+        let y = Host::f32(&mut rng, &shapes[2], KINDS[(i + 2) % 3]);
+        let out = run(&Op::Where, &[&c, &x, &y]).unwrap();
+        let want: Vec<f64> = (0..out[0].vals.len())
+            .map(|f| {
+                let idx = unravel(f, &out_shape);
+                let cv = c.vals[ravel_broadcast(&idx, c.shape())];
+                if cv != 0.0 {
+                    x.vals[ravel_broadcast(&idx, x.shape())]
+                } else {
+                    y.vals[ravel_broadcast(&idx, y.shape())]
+                }
+            })
+            .collect();
+        assert_exact("where", &out[0].vals, &want);
+    }
+}
+
+fn cast_ref(v: f64, from: DType, to: DType) -> f64 {
+    match to {
+        DType::Bool => (v != 0.0) as u8 as f64,
+        DType::F32 => v as f32 as f64,
+        DType::I32 => match from {
+            DType::F32 => v as i32 as f64,
+            _ => (v as i64) as i32 as f64,
+        },
+        DType::I64 => v as i64 as f64,
+    }
+}
+
+#[test]
+fn cast_between_all_pairs() {
+    let mut rng = Rng::new(5);
+    for from in DType::ALL {
+        for to in DType::ALL {
+            for kind in KINDS {
+                let shape = rng.shape(2, 6, false);
+                let x = match from {
+                    DType::F32 => Host::random(&mut rng, &shape, kind, |r| match r.range(0, 8) {
+                        0 => f32::NAN,
+                        1 => 3e9,
+                        2 => -3e9,
+                        3 => 0.0,
+                        _ => r.f32(-10.0, 10.0),
+                    }),
+                    DType::I32 => Host::random(&mut rng, &shape, kind, |r| {
+                        r.next_u64() as i32 >> r.range(0, 31)
+                    }),
+                    DType::I64 => Host::random(&mut rng, &shape, kind, |r| {
+                        (r.next_u64() as i64) >> r.range(10, 63)
+                    }),
+                    DType::Bool => Host::random(&mut rng, &shape, kind, |r| r.bool()),
+                };
+                let out = run(&Op::Cast { to }, &[&x]).unwrap();
+                assert_eq!(out[0].ty.dtype, to);
+                let want: Vec<f64> = x.vals.iter().map(|&v| cast_ref(v, from, to)).collect();
+                assert_close(&format!("cast {from}->{to}"), &out[0].vals, &want, 0.0, 0.0);
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_inputs_are_errors() {
+    let mut rng = Rng::new(6);
+    let f = Host::f32(&mut rng, &[2, 3], Kind::Contiguous);
+    let g = Host::f32(&mut rng, &[4, 3], Kind::Contiguous);
+    let i = Host::random(&mut rng, &[2, 3], Kind::Contiguous, |r| {
+        r.range(0, 5) as i64
+    });
+    let b = Host::random(&mut rng, &[2, 3], Kind::Contiguous, |r| r.bool());
+    assert!(matches!(
+        run(&Op::Binary(BinaryOp::Add), &[&f, &i]),
+        Err(OpError::DType {
+            op: "add",
+            input: 1,
+            ..
+        })
+    ));
+    assert!(matches!(
+        run(&Op::Binary(BinaryOp::Add), &[&f, &g]),
+        Err(OpError::Shape { op: "add", .. })
+    ));
+    assert!(matches!(
+        run(&Op::Binary(BinaryOp::And), &[&f, &f]),
+        Err(OpError::DType { op: "and", .. })
+    ));
+    assert!(matches!(
+        run(&Op::Binary(BinaryOp::Add), &[&f]),
+        Err(OpError::Arity { op: "add", .. })
+    ));
+    assert!(matches!(
+        run(&Op::Unary(UnaryOp::Exp), &[&i]),
+        Err(OpError::DType { op: "exp", .. })
+    ));
+    assert!(matches!(
+        run(&Op::Unary(UnaryOp::Not), &[&f]),
+        Err(OpError::DType { op: "not", .. })
+    ));
+    assert!(matches!(
+        run(&Op::Where, &[&f, &f, &f]),
+        Err(OpError::DType {
+            op: "where",
+            input: 0,
+            ..
+        })
+    ));
+    assert!(matches!(
+        run(&Op::Where, &[&b, &f, &i]),
+        Err(OpError::DType {
+            op: "where",
+            input: 2,
+            ..
+        })
+    ));
+    let msg = run(&Op::Binary(BinaryOp::Mul), &[&f, &g])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("mul") && msg.contains("[2, 3]") && msg.contains("[4, 3]"),
+        "{msg}"
+    );
+}

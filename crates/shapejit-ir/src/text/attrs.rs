@@ -27,6 +27,20 @@ pub(super) enum AttrValue {
     Tensor(Tensor),
 }
 
+impl AttrValue {
+    /// How the value reads in an error message.
+    fn describe(&self) -> String {
+        match self {
+            AttrValue::Int(i) => format!("integer {i}"),
+            AttrValue::Float(f) => format!("number {f:?}"),
+            AttrValue::Bool(b) => format!("'{b}'"),
+            AttrValue::Ints(v) => format!("list {v:?}"),
+            AttrValue::Word(w) => format!("'{w}'"),
+            AttrValue::Tensor(t) => format!("a {}{:?} tensor", t.dtype(), t.shape()),
+        }
+    }
+}
+
 /// Every unary op with its default attributes (for name lookup).
 const UNARY: [UnaryOp; 15] = [
     UnaryOp::Neg,
@@ -208,14 +222,17 @@ impl Attrs {
     fn wrong(index: usize, name: &str, expected: &str, got: &AttrValue) -> AttrError {
         AttrError {
             index: Some(index),
-            message: format!("attribute '{name}': expected {expected}, found {got:?}"),
+            message: format!(
+                "attribute '{name}': expected {expected}, found {}",
+                got.describe()
+            ),
         }
     }
 
     fn missing(name: &str) -> AttrError {
         AttrError {
             index: None,
-            message: format!("missing attribute '{name}'"),
+            message: format!("expected attribute '{name}', found none"),
         }
     }
 

@@ -220,14 +220,19 @@ impl Lexer<'_> {
 
     /// A `"..."` string with `\\`, `\"`, `\n`, `\t` and `\u{HEX}` escapes.
     fn string(&mut self) -> Result<String, IrError> {
+        let (line, column) = (self.line, self.column);
         self.bump();
         let mut out = String::new();
         loop {
             match self.bump() {
                 None => {
-                    return Err(
-                        self.error("expected '\"' to close the string, found end of input".into())
-                    );
+                    let message =
+                        "expected '\"' to close the string started here, found end of input";
+                    return Err(IrError::Parse {
+                        line,
+                        column,
+                        message: message.into(),
+                    });
                 }
                 Some('"') => return Ok(out),
                 Some('\\') => match self.bump() {

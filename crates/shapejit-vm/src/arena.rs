@@ -7,8 +7,18 @@
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const ALIGN: usize = 64;
+
+/// Time spent allocating arena buffers, ns, process-wide (only growth allocates).
+static ALLOC_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Total time this process has spent allocating arena buffers, in ns (for
+/// `shapejit run --profile`: read it before and after the runs).
+pub fn alloc_ns() -> u64 {
+    ALLOC_NS.load(Ordering::Relaxed)
+}
 
 /// An owned, aligned, zero-initialized byte buffer.
 pub struct AlignedBuf {
@@ -42,8 +52,10 @@ impl AlignedBuf {
     fn allocate(bytes: usize) -> Option<(NonNull<u8>, usize)> {
         let cap = bytes.checked_next_multiple_of(ALIGN)?;
         let layout = Layout::from_size_align(cap, ALIGN).ok()?;
+        let start = std::time::Instant::now();
         // SAFETY: `cap > 0` (callers pass `bytes > self.cap >= 0`, so `bytes >= 1`).
         let ptr = unsafe { alloc::alloc_zeroed(layout) };
+        ALLOC_NS.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
         NonNull::new(ptr).map(|p| (p, cap))
     }
 

@@ -26,6 +26,7 @@ pub mod arena;
 pub mod copy;
 pub mod error;
 pub mod hook;
+pub mod jit;
 pub mod module;
 pub mod ops;
 pub mod options;

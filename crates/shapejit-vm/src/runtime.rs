@@ -70,6 +70,9 @@ struct Ctx<'a> {
 
 type Memo = Option<(Arc<ShapeKey>, KeyIdx)>;
 
+/// A guard's result: the region outputs when a kernel ran, and the interned key.
+type GuardOutcome = (Option<SmallVec<[RegVal; 2]>>, Memo);
+
 /// One thread's interpreter.
 pub struct Runtime {
     module: Module,
@@ -139,10 +142,10 @@ fn key_of(
     slot: SlotId,
     refs: &[TensorRef<'_>],
 ) -> Option<(Arc<ShapeKey>, KeyIdx)> {
-    if let Some((key, idx)) = memo {
-        if key.matches(refs) {
-            return Some((key.clone(), *idx));
-        }
+    if let Some((key, idx)) = memo
+        && key.matches(refs)
+    {
+        return Some((key.clone(), *idx));
     }
     let (key, idx) = inner.profiles.get(slot.index())?.intern(ShapeKey::of(refs));
     *memo = Some((key.clone(), idx));
@@ -239,16 +242,16 @@ fn check_input(
                     .and_then(|i| bound.get(i).copied().flatten())
             };
             // An expression whose symbols no plain dim binds is not checked.
-            if let Some(expected) = expr.eval(&value_of) {
-                if i64::try_from(actual) != Ok(expected) {
-                    return Err(InputError::Expr {
-                        input: input(),
-                        dim,
-                        expr: expr.to_string(),
-                        expected,
-                        actual,
-                    });
-                }
+            if let Some(expected) = expr.eval(&value_of)
+                && i64::try_from(actual) != Ok(expected)
+            {
+                return Err(InputError::Expr {
+                    input: input(),
+                    dim,
+                    expr: expr.to_string(),
+                    expected,
+                    actual,
+                });
             }
         }
     }
@@ -596,41 +599,68 @@ impl Runtime {
             .memo
             .get_mut(slot.index())
             .ok_or_else(|| internal(pc, "slot out of range"))?;
-        let outcome = (|| -> Result<(Option<SmallVec<[RegVal; 2]>>, Option<(Arc<ShapeKey>, KeyIdx)>), RunError> {
+        let outcome = (|| -> Result<GuardOutcome, RunError> {
             let refs = tensor_refs(&self.regs, &self.groups, ctx, &region.inputs, pc)?;
             let keyed = key_of(memo, inner, slot, &refs);
-            let (Some(exec), Some((key, _))) = (executor, keyed.as_ref()) else { return Ok((None, keyed)) };
+            let (Some(exec), Some((key, _))) = (executor, keyed.as_ref()) else {
+                return Ok((None, keyed));
+            };
             let counters = &inner.counters.slots[slot.index()];
-            let Some(kernel) = exec.lookup(&GuardCtx { slot, region, key, inputs: &refs }) else {
+            let Some(kernel) = exec.lookup(&GuardCtx {
+                slot,
+                region,
+                key,
+                inputs: &refs,
+            }) else {
                 bump(&counters.guard_misses, 1);
                 return Ok((None, keyed));
             };
             let start = ctx.profile.then(Instant::now);
-            let Ok(types) = kernel.output_types(&refs) else { return Ok((None, keyed)) };
+            let Ok(types) = kernel.output_types(&refs) else {
+                return Ok((None, keyed));
+            };
             if types.len() != bufs.len() {
                 return Ok((None, keyed));
             }
             let mut outs: SmallVec<[TensorMut<'_>; 2]> = SmallVec::new();
             for ((b, t), g) in bufs.iter_mut().zip(types.iter()).zip(out_groups) {
-                let bytes = bytes_of(t.dtype, &t.shape).ok_or(RunError::OutOfMemory { bytes: usize::MAX, group: *g })?;
+                let bytes = bytes_of(t.dtype, &t.shape).ok_or(RunError::OutOfMemory {
+                    bytes: usize::MAX,
+                    group: *g,
+                })?;
                 if !b.ensure(bytes) {
                     return Err(RunError::OutOfMemory { bytes, group: *g });
                 }
-                outs.push(TensorMut { dtype: t.dtype, shape: &t.shape, data: &mut b.as_mut_slice()[..bytes] });
+                outs.push(TensorMut {
+                    dtype: t.dtype,
+                    shape: &t.shape,
+                    data: &mut b.as_mut_slice()[..bytes],
+                });
             }
             if kernel.run(&refs, &mut outs).is_err() {
                 return Ok((None, keyed));
             }
             bump(&counters.kernel_hits, 1);
             bump(&counters.executions, 1);
-            bump(if kernel.is_family() { &counters.family_hits } else { &counters.exact_hits }, 1);
+            bump(
+                if kernel.is_family() {
+                    &counters.family_hits
+                } else {
+                    &counters.exact_hits
+                },
+                1,
+            );
             if let Some(start) = start {
                 bump(&counters.kernel_ns, start.elapsed().as_nanos() as u64);
             }
             let vals = types
                 .iter()
                 .zip(out_groups)
-                .map(|(t, g)| RegVal { dtype: t.dtype, layout: Layout::contiguous(&t.shape), storage: Storage::Group(*g) })
+                .map(|(t, g)| RegVal {
+                    dtype: t.dtype,
+                    layout: Layout::contiguous(&t.shape),
+                    storage: Storage::Group(*g),
+                })
                 .collect();
             Ok((Some(vals), keyed))
         })();

@@ -39,7 +39,11 @@ impl Layout {
             strides[i] = acc;
             acc = acc.saturating_mul(shape[i].max(1) as isize);
         }
-        Layout { shape: SmallVec::from_slice(shape), strides, offset: 0 }
+        Layout {
+            shape: SmallVec::from_slice(shape),
+            strides,
+            offset: 0,
+        }
     }
 
     /// Element count.
@@ -100,7 +104,7 @@ pub struct TensorRef<'a> {
 #[error("layout {layout:?} does not fit a buffer of {len} bytes of {dtype} (internal bug)")]
 pub struct LayoutError {
     /// the layout
-    pub layout: Layout,
+    pub layout: Box<Layout>,
     /// the dtype
     pub dtype: DType,
     /// buffer length in bytes
@@ -109,9 +113,17 @@ pub struct LayoutError {
 
 impl<'a> TensorRef<'a> {
     /// Checks bounds and alignment, then builds the view.
-    pub fn new(dtype: DType, layout: &'a Layout, data: &'a [u8]) -> Result<TensorRef<'a>, LayoutError> {
-        let err = || LayoutError { layout: layout.clone(), dtype, len: data.len() };
-        if (data.as_ptr() as usize) % dtype.size() != 0 {
+    pub fn new(
+        dtype: DType,
+        layout: &'a Layout,
+        data: &'a [u8],
+    ) -> Result<TensorRef<'a>, LayoutError> {
+        let err = || LayoutError {
+            layout: Box::new(layout.clone()),
+            dtype,
+            len: data.len(),
+        };
+        if !(data.as_ptr() as usize).is_multiple_of(dtype.size()) {
             return Err(err());
         }
         if let Some((lo, hi)) = layout.extent() {
@@ -120,7 +132,11 @@ impl<'a> TensorRef<'a> {
                 return Err(err());
             }
         }
-        Ok(TensorRef { dtype, layout, data })
+        Ok(TensorRef {
+            dtype,
+            layout,
+            data,
+        })
     }
 
     /// Dims.
@@ -136,7 +152,12 @@ impl<'a> TensorRef<'a> {
         }
         // SAFETY: `new` checked alignment; the buffer holds valid `T`s written by a
         // kernel or a checked constructor; the length is rounded down to whole elements.
-        Some(unsafe { std::slice::from_raw_parts(self.data.as_ptr().cast::<T>(), self.data.len() / T::DTYPE.size()) })
+        Some(unsafe {
+            std::slice::from_raw_parts(
+                self.data.as_ptr().cast::<T>(),
+                self.data.len() / T::DTYPE.size(),
+            )
+        })
     }
 
     /// The elements when the tensor is contiguous: exactly `numel` of them from the offset.
@@ -167,7 +188,9 @@ impl<'a> TensorRef<'a> {
         let n = self.layout.numel();
         match self.dtype {
             DType::I64 => (0..n).map(|i| self.get_flat::<i64>(i)).collect(),
-            DType::I32 => (0..n).map(|i| self.get_flat::<i32>(i).map(i64::from)).collect(),
+            DType::I32 => (0..n)
+                .map(|i| self.get_flat::<i32>(i).map(i64::from))
+                .collect(),
             _ => None,
         }
     }
@@ -187,7 +210,8 @@ pub struct TensorMut<'a> {
 impl TensorMut<'_> {
     /// The output as elements of `T`; `None` if the dtype differs or the buffer is misaligned.
     pub fn elems_mut<T: Element>(&mut self) -> Option<&mut [T]> {
-        if self.dtype != T::DTYPE || (self.data.as_ptr() as usize) % T::DTYPE.size() != 0 {
+        if self.dtype != T::DTYPE || !(self.data.as_ptr() as usize).is_multiple_of(T::DTYPE.size())
+        {
             return None;
         }
         let n = self.data.len() / T::DTYPE.size();

@@ -133,22 +133,30 @@ pub(crate) fn allocate(
         live[a].1 < live[b].0 || (live[a].1 == live[b].0 && live[a].0 < live[b].0)
     });
 
-    // Storage roots each value may alias, and the roots' extended lifetimes.
-    let mut roots: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut root_end: Vec<usize> = live.iter().map(|iv| iv.1).collect();
-    for &v in &reg_order {
-        let mut rs: Vec<usize> = if vals[v].owns { vec![v] } else { Vec::new() };
-        for a in &vals[v].aliases {
-            for &r in &roots[a.index()] {
-                if !rs.contains(&r) {
-                    rs.push(r);
+    // Storage roots each value may alias (a fixpoint: an `if` result is created
+    // before the branch values it aliases), then the roots' extended lifetimes.
+    let mut roots: Vec<Vec<usize>> = (0..n)
+        .map(|v| if vals[v].owns { vec![v] } else { Vec::new() })
+        .collect();
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for v in 0..n {
+            for a in &vals[v].aliases {
+                for r in roots[a.index()].clone() {
+                    if !roots[v].contains(&r) {
+                        roots[v].push(r);
+                        changed = true;
+                    }
                 }
             }
         }
-        for &r in &rs {
+    }
+    let mut root_end: Vec<usize> = live.iter().map(|iv| iv.1).collect();
+    for (v, rs) in roots.iter().enumerate() {
+        for &r in rs {
             root_end[r] = root_end[r].max(live[v].1);
         }
-        roots[v] = rs;
     }
     let group_order = by_start(&live, |v| vals[v].owns);
     let (group_color, n_groups) = linear_scan(&group_order, n, |a, b| root_end[a] < live[b].0);

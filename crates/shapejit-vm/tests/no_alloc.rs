@@ -1,0 +1,154 @@
+//! After warm-up, a run with shapes seen before allocates nothing but the
+//! returned tensors: counted with a per-thread counting global allocator.
+
+use shapejit_bytecode::lower;
+use shapejit_ir::{DType, GraphBuilder, Op, Tensor, shape};
+use shapejit_vm::tensor::{self, TensorMut, TensorRef};
+use shapejit_vm::{Module, Options, ops};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator; counting touches only a thread-local `Cell`.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations_during<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let before = ALLOCS.with(Cell::get);
+    let out = f();
+    (out, ALLOCS.with(Cell::get) - before)
+}
+
+/// A transformer-like block without matmuls (their kernel's own allocations
+/// are measured separately below): layer norm, head split (reshape +
+/// transpose views), a scaled softmax, merge, GELU, residual adds, `shape_of`.
+fn module() -> Module {
+    let (s, h, heads) = (8i64, 16usize, 2i64);
+    let mut b = GraphBuilder::new("block");
+    let x = b.input("x", DType::F32, shape!["batch", s, h]);
+    let scale = b.constant("scale", Tensor::from_vec(vec![1.5f32; h], &[h]).unwrap());
+    let bias = b.constant("bias", Tensor::from_vec(vec![0.5f32; h], &[h]).unwrap());
+    let n = b
+        .op(
+            Op::LayerNorm {
+                axis: -1,
+                epsilon: 1e-5,
+            },
+            &[x, scale, bias],
+        )
+        .unwrap();
+    let q = b.reshape(n, &[0, s, heads, h as i64 / heads]).unwrap();
+    let q = b.transpose(q, &[0, 2, 1, 3]).unwrap();
+    let c = b.const_f32(0.25).unwrap();
+    let att = b.mul(q, c).unwrap();
+    let att = b.softmax(att, -1).unwrap();
+    let ctx = b.transpose(att, &[0, 2, 1, 3]).unwrap();
+    let ctx = b.reshape(ctx, &[0, s, h as i64]).unwrap();
+    let r = b.add(x, ctx).unwrap();
+    let f = b.gelu(r, false).unwrap();
+    let y = b.add(r, f).unwrap();
+    let sh = b.shape(y).unwrap();
+    b.output("y", y).unwrap();
+    b.output("shape", sh).unwrap();
+    let program = lower(&b.finish().unwrap()).unwrap();
+    Module::new(program, Options::default()).unwrap()
+}
+
+fn input(batch: usize) -> Tensor {
+    Tensor::from_vec(
+        (0..batch * 8 * 16).map(|i| (i % 7) as f32 / 7.0).collect(),
+        &[batch, 8, 16],
+    )
+    .unwrap()
+}
+
+/// Allocations the caller's outputs need: the result `Vec`, and per output
+/// tensor its element `Vec`, its shared `Bytes` owner and its shape `Vec`.
+const fn output_allocations(n_outputs: usize) -> usize {
+    1 + 3 * n_outputs
+}
+
+#[test]
+fn steady_state_runs_allocate_only_the_outputs() {
+    let module = module();
+    let mut rt = module.runtime();
+    let (x4, x2) = (input(4), input(2));
+    for x in [&x4, &x2] {
+        rt.run(std::slice::from_ref(x)).unwrap();
+    }
+    for x in [&x2, &x4, &x2, &x4] {
+        let (out, n) = allocations_during(|| rt.run(std::slice::from_ref(x)).unwrap());
+        assert_eq!(out.len(), 2);
+        assert_eq!(n, output_allocations(2), "run with shape {:?}", x.shape());
+    }
+}
+
+/// With a matmul in the graph, a run allocates the outputs plus exactly what
+/// the matmul op allocates when called directly on the same operands: the VM
+/// adds nothing. (Today the kernel allocates on each call — see
+/// `shapejit-kernels` `matmul`; when it stops, this bound tightens by itself.)
+#[test]
+fn matmul_runs_allocate_only_the_outputs_and_the_kernels_own() {
+    let w = Tensor::from_vec((0..16 * 16).map(|i| (i % 5) as f32).collect(), &[16, 16]).unwrap();
+    let mut b = GraphBuilder::new("mm");
+    let x = b.input("x", DType::F32, shape!["batch", 8, 16]);
+    let wv = b.constant("w", w.clone());
+    let y = b.matmul(x, wv).unwrap();
+    let y = b.neg(y).unwrap();
+    b.output("y", y).unwrap();
+    let module = Module::new(lower(&b.finish().unwrap()).unwrap(), Options::default()).unwrap();
+    let mut rt = module.runtime();
+    let x4 = input(4);
+    rt.run(std::slice::from_ref(&x4)).unwrap();
+
+    let (xl, wl) = (
+        tensor::Layout::contiguous(x4.shape()),
+        tensor::Layout::contiguous(w.shape()),
+    );
+    let refs = [
+        TensorRef::new(DType::F32, &xl, x4.bytes()).unwrap(),
+        TensorRef::new(DType::F32, &wl, w.bytes()).unwrap(),
+    ];
+    let mut out = vec![0u8; 4 * 8 * 16 * 4];
+    let mut scratch = ops::Scratch::new();
+    let mut direct = || {
+        let mut outs = [TensorMut {
+            dtype: DType::F32,
+            shape: &[4, 8, 16],
+            data: &mut out,
+        }];
+        ops::execute(&Op::MatMul, &refs, &mut outs, &mut scratch).unwrap();
+    };
+    direct();
+    let ((), kernel_allocs) = allocations_during(&mut direct);
+
+    let (_, n) = allocations_during(|| rt.run(std::slice::from_ref(&x4)).unwrap());
+    assert_eq!(n, output_allocations(1) + kernel_allocs);
+}

@@ -1,0 +1,321 @@
+//! Compile requests, the background compiler thread and installation into the
+//! per-slot caches.
+//!
+//! Requests go through a crossbeam channel to one thread per module. The thread keeps
+//! what it has received in a max-heap by benefit and always compiles the most
+//! valuable request next. Identical requests are deduplicated (a per-slot pending
+//! set); a request is dropped as stale when its key is already served by an installed
+//! kernel or was not seen in the slot's last two windows. A test hook
+//! ([`super::JitHandle::hold_compiler`]) parks the thread without blocking any run.
+//!
+//! **Invariant:** runs never wait for the compiler: `observe` only sends (background
+//! mode), and the thread takes a slot's cache lock only to insert.
+
+use super::cache::SlotCache;
+use super::guard::{FamilySig, Guard, WeakSig};
+use super::kernel::{JitKernel, ShapeRule};
+use super::translate::translate;
+use crate::module::Counters;
+use crate::options::Options;
+use crate::profile::bump;
+use crate::shape_key::ShapeKey;
+use crossbeam_channel::Receiver;
+use shapejit_bytecode::{Program, RegionId, SlotId};
+use shapejit_jit::{ShapeMode, compile_elementwise};
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+
+/// What a request compiles.
+#[derive(Clone, Debug)]
+pub enum Kind {
+    /// a strong-guard kernel for exactly the key
+    Exact,
+    /// a weak-guard kernel (contiguous inputs of one shape)
+    Weak(WeakSig),
+    /// a family kernel (batch dim at run time)
+    Family(FamilySig),
+}
+
+/// Identity of a request, for deduplication.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// an interned key (by address; interned keys live as long as their slot profile)
+    Key(usize),
+    /// a family
+    Family(FamilySig),
+}
+
+/// One compile request.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// the slot
+    pub slot: SlotId,
+    /// its region
+    pub region: RegionId,
+    /// the key (for families: a representative with batch > 1)
+    pub key: Arc<ShapeKey>,
+    /// what to compile
+    pub kind: Kind,
+    /// dedup identity
+    pub target: Target,
+    /// interpreted ns in the window this would save (heap order)
+    pub benefit: u64,
+}
+
+struct ByBenefit(Request);
+
+impl PartialEq for ByBenefit {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.benefit == other.0.benefit
+    }
+}
+impl Eq for ByBenefit {}
+impl PartialOrd for ByBenefit {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ByBenefit {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.benefit.cmp(&other.0.benefit)
+    }
+}
+
+/// Tiering state of one slot (behind its mutex).
+#[derive(Debug, Default)]
+pub struct SlotPolicy {
+    /// interpreted executions observed
+    pub observations: u64,
+    /// per key (address): the observation count when last seen
+    pub last_seen: HashMap<usize, u64>,
+    /// per family: distinct batch sizes seen and a representative key with batch > 1
+    pub families: HashMap<FamilySig, (Vec<usize>, Option<Arc<ShapeKey>>)>,
+    /// requests sent and not finished
+    pub pending: HashSet<Target>,
+    /// targets whose compilation failed (never retried)
+    pub failed: HashSet<Target>,
+}
+
+/// One slot's JIT state.
+#[derive(Debug, Default)]
+pub struct SlotJit {
+    /// installed kernels
+    pub cache: RwLock<SlotCache>,
+    /// promotion bookkeeping
+    pub policy: Mutex<SlotPolicy>,
+}
+
+/// Parks the compiler thread while held (test hook) and tells it to stop.
+#[derive(Debug, Default)]
+pub struct Hold {
+    state: Mutex<HoldState>,
+    cv: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct HoldState {
+    holds: usize,
+    shutdown: bool,
+}
+
+impl Hold {
+    fn lock(&self) -> MutexGuard<'_, HoldState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a hold.
+    pub fn acquire(&self) {
+        self.lock().holds += 1;
+    }
+
+    /// Removes a hold.
+    pub fn release(&self) {
+        let mut st = self.lock();
+        st.holds = st.holds.saturating_sub(1);
+        self.cv.notify_all();
+    }
+
+    /// Asks the thread to stop.
+    pub fn shutdown(&self) {
+        self.lock().shutdown = true;
+        self.cv.notify_all();
+    }
+
+    /// Waits while held; false once shut down.
+    fn wait(&self) -> bool {
+        let mut st = self.lock();
+        while st.holds > 0 && !st.shutdown {
+            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        !st.shutdown
+    }
+}
+
+/// Everything the executor and its compiler thread share.
+#[derive(Debug)]
+pub struct Shared {
+    /// the module's program
+    pub program: Arc<Program>,
+    /// effective options
+    pub options: Options,
+    /// the module's counters
+    pub counters: Arc<Counters>,
+    /// per-slot state, indexed by slot
+    pub slots: Vec<SlotJit>,
+    /// LRU clock
+    pub tick: AtomicU64,
+    /// test hook and shutdown
+    pub hold: Hold,
+}
+
+impl Shared {
+    /// Policy lock of a slot (poison-tolerant: the state stays consistent).
+    pub fn policy(&self, slot: SlotId) -> Option<MutexGuard<'_, SlotPolicy>> {
+        self.slots
+            .get(slot.index())
+            .map(|s| s.policy.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn is_stale(&self, req: &Request) -> bool {
+        let Some(slot) = self.slots.get(req.slot.index()) else {
+            return true;
+        };
+        let covered = {
+            let cache = slot.cache.read().unwrap_or_else(|e| e.into_inner());
+            match &req.kind {
+                Kind::Family(sig) => cache.has_family(sig),
+                Kind::Exact | Kind::Weak(_) => cache.covers(&req.key),
+            }
+        };
+        if covered {
+            return true;
+        }
+        if matches!(req.kind, Kind::Family(_)) {
+            // a family stays wanted while any of its batches keeps arriving
+            return false;
+        }
+        let Some(policy) = self.policy(req.slot) else {
+            return true;
+        };
+        let seen = policy
+            .last_seen
+            .get(&(Arc::as_ptr(&req.key) as usize))
+            .copied()
+            .unwrap_or(0);
+        let horizon = 2 * self.options.window.max(1) as u64;
+        policy.observations.saturating_sub(seen) > horizon
+    }
+
+    /// Compiles one request and installs the kernel (or counts the failure).
+    pub fn process(&self, req: Request) {
+        let Some(counters) = self.counters.slots.get(req.slot.index()) else {
+            return;
+        };
+        if self.is_stale(&req) {
+            bump(&self.counters.global.dropped_requests, 1);
+        } else {
+            match self.compile(&req) {
+                Ok((kernel, guard, us)) => {
+                    bump(&counters.compiles, 1);
+                    bump(&counters.compile_us, us);
+                    self.install(req.slot, guard, kernel);
+                }
+                Err(_) => {
+                    bump(&counters.compile_errors, 1);
+                    if let Some(mut p) = self.policy(req.slot) {
+                        p.failed.insert(req.target.clone());
+                    }
+                }
+            }
+        }
+        if let Some(mut p) = self.policy(req.slot) {
+            p.pending.remove(&req.target);
+        }
+    }
+
+    fn compile(&self, req: &Request) -> Result<(Arc<JitKernel>, Guard, u64), String> {
+        let region = self
+            .program
+            .regions
+            .get(req.region.index())
+            .ok_or("no such region")?;
+        let (mode, rule, guard) = match &req.kind {
+            Kind::Exact => (
+                ShapeMode::Exact,
+                ShapeRule::Exact,
+                Guard::Exact(req.key.clone()),
+            ),
+            Kind::Weak(sig) => (
+                ShapeMode::Exact,
+                ShapeRule::SameAsInputs,
+                Guard::Weak(sig.clone()),
+            ),
+            Kind::Family(sig) => (
+                ShapeMode::Family,
+                ShapeRule::Family,
+                Guard::Family(sig.clone()),
+            ),
+        };
+        let translated =
+            translate(&self.program, region, &req.key, mode).map_err(|e| e.to_string())?;
+        let code = compile_elementwise(&translated.spec).map_err(|e| e.to_string())?;
+        let us = code.code().compile_time().as_micros() as u64;
+        Ok((
+            Arc::new(JitKernel::new(code, translated.out_shape, rule)),
+            guard,
+            us,
+        ))
+    }
+
+    fn install(&self, slot: SlotId, guard: Guard, kernel: Arc<JitKernel>) {
+        let bytes = kernel.code_bytes() as u64;
+        let tick = self.tick.fetch_add(1, Ordering::Relaxed);
+        let evicted = {
+            let mut cache = self.slots[slot.index()]
+                .cache
+                .write()
+                .unwrap_or_else(|e| e.into_inner());
+            cache.insert(guard, kernel, tick, self.options.cache_capacity)
+        };
+        bump(&self.counters.global.live_code_bytes, bytes);
+        if let Some(old) = evicted {
+            bump(&self.counters.slots[slot.index()].evictions, 1);
+            self.counters
+                .global
+                .live_code_bytes
+                .fetch_sub(old.kernel.code_bytes() as u64, Ordering::Relaxed);
+            // `old` drops here: its code is freed now, or when the last running call
+            // releases its Arc.
+        }
+    }
+}
+
+/// The compiler thread's loop: until the channel closes or shutdown.
+pub fn run_compiler(shared: Arc<Shared>, rx: Receiver<Request>) {
+    let mut heap: BinaryHeap<ByBenefit> = BinaryHeap::new();
+    loop {
+        if heap.is_empty() {
+            match rx.recv() {
+                Ok(req) => heap.push(ByBenefit(req)),
+                Err(_) => return,
+            }
+        }
+        if !shared.hold.wait() {
+            return;
+        }
+        while let Ok(req) = rx.try_recv() {
+            heap.push(ByBenefit(req));
+        }
+        // Invariant: the heap is non-empty here (filled above).
+        let Some(ByBenefit(req)) = heap.pop() else {
+            continue;
+        };
+        shared
+            .counters
+            .global
+            .queue_depth
+            .fetch_sub(1, Ordering::Relaxed);
+        shared.process(req);
+    }
+}

@@ -1,0 +1,293 @@
+//! The JIT tier: a [`RegionExecutor`] that compiles hot shape keys of fused regions
+//! with `shapejit-jit` and serves region heads from per-slot code caches.
+//!
+//! - `observe` (after the interpreter ran a region) records the key, tracks the batch
+//!   sizes of each shape family, and promotes: a key seen `K` times in the window
+//!   ([`policy`]) becomes a compile request — weak-guarded when its inputs are
+//!   contiguous and equal-shaped (and the guard policy allows it), exact otherwise; a
+//!   family seen with ≥ 3 distinct batch sizes becomes a family request.
+//! - Requests are compiled on the calling thread (`CompileMode::Sync`), on the
+//!   background compiler thread ([`compiler`], `Background`), or never (`Off`).
+//! - `lookup` (at every region head) finds a kernel in the slot's LRU ([`cache`]):
+//!   exact guards by interned-key pointer, then weak and family guards ([`guard`]).
+//!
+//! Install with [`make_executor`] (for [`Module::with_executor`]) or [`jit_module`],
+//! which also returns a [`JitHandle`] for tests (holding the compiler back, waiting
+//! for it to go idle).
+//!
+//! **Invariant:** a compile error, an untranslatable region or a host without
+//! AVX+FMA leave the slot interpreted; they are counted, never surfaced as run errors.
+//! **Invariant:** runs never block on compilation in background mode.
+
+mod cache;
+mod compiler;
+mod guard;
+mod kernel;
+mod policy;
+mod translate;
+
+#[cfg(test)]
+mod tests;
+
+pub use guard::{FamilySig, Guard, WeakSig};
+pub use kernel::{JitKernel, ShapeRule};
+pub use translate::{Translated, Untranslatable, translate};
+
+use crate::hook::{GuardCtx, RegionExecutor, RegionKernel};
+use crate::module::{ExecutorEnv, Module};
+use crate::options::{CompileMode, GuardPolicy, Options};
+use crate::profile::Observation;
+use crate::shape_key::ShapeKey;
+use compiler::{Hold, Kind, Request, Shared, SlotJit, Target};
+use crossbeam_channel::Sender;
+use shapejit_bytecode::{Program, Region, SlotId, VerifyError};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The tier-1 executor of one module.
+pub struct JitExecutor {
+    shared: Arc<Shared>,
+    sender: Option<Sender<Request>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Test and tooling handle of an installed JIT.
+#[derive(Clone)]
+pub struct JitHandle {
+    shared: Arc<Shared>,
+}
+
+/// Keeps the compiler thread parked until dropped (test hook).
+pub struct CompilerHold {
+    shared: Arc<Shared>,
+}
+
+impl Drop for CompilerHold {
+    fn drop(&mut self) {
+        self.shared.hold.release();
+    }
+}
+
+impl JitHandle {
+    /// Parks the background compiler thread (after its current compile) until the
+    /// returned guard drops. Runs keep going on the interpreter meanwhile.
+    pub fn hold_compiler(&self) -> CompilerHold {
+        self.shared.hold.acquire();
+        CompilerHold {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Waits until no compile request is queued or running (false on timeout).
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        let start = Instant::now();
+        loop {
+            let pending: usize = self
+                .shared
+                .slots
+                .iter()
+                .map(|s| s.policy.lock().map(|p| p.pending.len()).unwrap_or(0))
+                .sum();
+            if pending == 0 {
+                return true;
+            }
+            if start.elapsed() > timeout {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Kernels currently cached in `slot`.
+    pub fn cached_kernels(&self, slot: SlotId) -> usize {
+        self.shared
+            .slots
+            .get(slot.index())
+            .map(|s| s.cache.read().map(|c| c.len()).unwrap_or(0))
+            .unwrap_or(0)
+    }
+}
+
+/// A module whose region heads are served by the JIT tier (when the options select
+/// it and the host supports it), plus its handle.
+pub fn jit_module(
+    program: Program,
+    options: Options,
+) -> Result<(Module, Option<JitHandle>), VerifyError> {
+    let mut handle = None;
+    let module = Module::with_executor(program, options, |env| {
+        let (executor, h) = install(env)?;
+        handle = Some(h);
+        Some(executor)
+    })?;
+    Ok((module, handle))
+}
+
+/// The executor factory for [`Module::with_executor`]: `None` (interpreter only) on
+/// hosts without AVX+FMA.
+pub fn make_executor(env: &ExecutorEnv<'_>) -> Option<Arc<dyn RegionExecutor>> {
+    install(env).map(|(executor, _)| executor)
+}
+
+fn install(env: &ExecutorEnv<'_>) -> Option<(Arc<dyn RegionExecutor>, JitHandle)> {
+    shapejit_jit::check_host().ok()?;
+    let shared = Arc::new(Shared {
+        program: env.program.clone(),
+        options: env.options.clone(),
+        counters: env.counters.clone(),
+        slots: (0..env.program.slots.len())
+            .map(|_| SlotJit::default())
+            .collect(),
+        tick: Default::default(),
+        hold: Hold::default(),
+    });
+    let (sender, thread) = if env.options.compile == CompileMode::Background {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let worker = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("shapejit-compiler".to_string())
+            .spawn(move || compiler::run_compiler(worker, rx))
+            .ok()?;
+        (Some(tx), Some(thread))
+    } else {
+        (None, None)
+    };
+    let handle = JitHandle {
+        shared: shared.clone(),
+    };
+    let executor = JitExecutor {
+        shared,
+        sender,
+        thread: Mutex::new(thread),
+    };
+    Some((Arc::new(executor), handle))
+}
+
+impl Drop for JitExecutor {
+    fn drop(&mut self) {
+        self.shared.hold.shutdown();
+        self.sender = None;
+        if let Some(thread) = self.thread.get_mut().ok().and_then(|t| t.take()) {
+            // The thread only compiles (no locks held across the join); a panic in it
+            // has already been counted as nothing we can recover here.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl JitExecutor {
+    fn requests(
+        &self,
+        slot: SlotId,
+        region: &Region,
+        key: &Arc<ShapeKey>,
+        obs: Observation,
+    ) -> Vec<Request> {
+        let options = &self.shared.options;
+        let Some(mut policy) = self.shared.policy(slot) else {
+            return Vec::new();
+        };
+        policy.observations += 1;
+        let now = policy.observations;
+        let key_addr = Arc::as_ptr(key) as usize;
+        policy.last_seen.insert(key_addr, now);
+        let covered = |shared: &Shared| {
+            shared.slots[slot.index()]
+                .cache
+                .read()
+                .map(|c| c.covers(key))
+                .unwrap_or(false)
+        };
+        let mut out = Vec::new();
+        let benefit = policy::benefit(obs.in_window, obs.mean_ns);
+        if options.families
+            && let Some((sig, batch)) = FamilySig::of(key)
+        {
+            let entry = policy.families.entry(sig.clone()).or_default();
+            if !entry.0.contains(&batch) {
+                entry.0.push(batch);
+            }
+            if batch > 1 {
+                entry.1 = Some(key.clone());
+            }
+            let ready = entry.0.len() >= 3;
+            let rep = entry.1.clone();
+            let target = Target::Family(sig.clone());
+            if let (true, Some(rep)) = (ready, rep) {
+                let known = policy.pending.contains(&target) || policy.failed.contains(&target);
+                let installed = self.shared.slots[slot.index()]
+                    .cache
+                    .read()
+                    .map(|c| c.has_family(&sig))
+                    .unwrap_or(true);
+                if !known && !installed {
+                    policy.pending.insert(target.clone());
+                    out.push(Request {
+                        slot,
+                        region: region.id,
+                        key: rep,
+                        kind: Kind::Family(sig),
+                        target,
+                        benefit,
+                    });
+                }
+            }
+        }
+        let k = policy::promote_count(options.promote_threshold, region.len, obs.mean_ns);
+        let target = Target::Key(key_addr);
+        let known = policy.pending.contains(&target) || policy.failed.contains(&target);
+        if obs.in_window >= k && !known && out.is_empty() && !covered(&self.shared) {
+            let kind = match (options.guard, WeakSig::of(key)) {
+                (GuardPolicy::Auto, Some(sig)) => Kind::Weak(sig),
+                _ => Kind::Exact,
+            };
+            policy.pending.insert(target.clone());
+            out.push(Request {
+                slot,
+                region: region.id,
+                key: key.clone(),
+                kind,
+                target,
+                benefit,
+            });
+        }
+        out
+    }
+}
+
+impl RegionExecutor for JitExecutor {
+    fn lookup(&self, ctx: &GuardCtx<'_>) -> Option<Arc<dyn RegionKernel>> {
+        let slot = self.shared.slots.get(ctx.slot.index())?;
+        let tick = self.shared.tick.fetch_add(1, Ordering::Relaxed);
+        let cache = slot.cache.read().ok()?;
+        let kernel = cache.find(ctx.key, tick)?;
+        Some(kernel as Arc<dyn RegionKernel>)
+    }
+
+    fn observe(&self, slot: SlotId, region: &Region, key: &Arc<ShapeKey>, obs: Observation) {
+        if self.shared.options.compile == CompileMode::Off {
+            return;
+        }
+        for req in self.requests(slot, region, key, obs) {
+            match &self.sender {
+                Some(tx) => {
+                    self.shared
+                        .counters
+                        .global
+                        .queue_depth
+                        .fetch_add(1, Ordering::Relaxed);
+                    if tx.send(req).is_err() {
+                        self.shared
+                            .counters
+                            .global
+                            .queue_depth
+                            .fetch_sub(1, Ordering::Relaxed);
+                    }
+                }
+                None => self.shared.process(req),
+            }
+        }
+    }
+}

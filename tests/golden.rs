@@ -27,6 +27,7 @@ golden_dirs! {
     infer => infer_listing,
     verify => verify_error,
     parse_errors => parse_error,
+    listing => bytecode_listing,
 }
 
 /// Parse, print; the printed text must parse and print back to itself.
@@ -97,5 +98,16 @@ fn parse_error(input: &str) -> String {
     match ir::parse(input) {
         Ok(_) => "parsed ok (expected an error)".to_string(),
         Err(e) => e.to_string(),
+    }
+}
+
+/// The bytecode listing of the lowered graph (owned by the VM helper).
+fn bytecode_listing(input: &str) -> String {
+    match ir::parse(input) {
+        Ok(g) => match shapejit::bytecode::lower(&g) {
+            Ok(p) => p.to_string(),
+            Err(e) => format!("lower error: {e}"),
+        },
+        Err(e) => format!("parse error: {e}"),
     }
 }

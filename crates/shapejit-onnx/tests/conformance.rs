@@ -27,20 +27,28 @@ enum Outcome {
 
 fn is_unsupported(e: &OnnxError) -> bool {
     match e {
-        OnnxError::Unsupported { .. } | OnnxError::UnsupportedOp { .. } | OnnxError::Opset { .. } => true,
-        OnnxError::Value { what, .. } | OnnxError::Tensor { what, .. } => what.contains("unsupported"),
+        OnnxError::Unsupported { .. }
+        | OnnxError::UnsupportedOp { .. }
+        | OnnxError::Opset { .. } => true,
+        OnnxError::Value { what, .. } | OnnxError::Tensor { what, .. } => {
+            what.contains("unsupported")
+        }
         _ => false,
     }
 }
 
 fn read_tensor(path: &Path) -> Result<shapejit_ir::Tensor, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let tp = TensorProto::decode(bytes.as_slice()).map_err(|e| format!("{}: {e}", path.display()))?;
+    let tp =
+        TensorProto::decode(bytes.as_slice()).map_err(|e| format!("{}: {e}", path.display()))?;
     tensor_from_proto(&tp, &ExternalFiles::new(None)).map_err(|e| e.to_string())
 }
 
 fn numbered(dir: &Path, prefix: &str) -> Vec<PathBuf> {
-    (0..).map(|i| dir.join(format!("{prefix}_{i}.pb"))).take_while(|p| p.exists()).collect()
+    (0..)
+        .map(|i| dir.join(format!("{prefix}_{i}.pb")))
+        .take_while(|p| p.exists())
+        .collect()
 }
 
 fn run_case(case: &Path) -> Outcome {
@@ -58,14 +66,22 @@ fn run_case(case: &Path) -> Outcome {
             Err(e) => return Outcome::Failed(e),
         }
     }
-    let wants = match numbered(&data, "output").iter().map(|p| read_tensor(p)).collect::<Result<Vec<_>, _>>() {
+    let wants = match numbered(&data, "output")
+        .iter()
+        .map(|p| read_tensor(p))
+        .collect::<Result<Vec<_>, _>>()
+    {
         Ok(w) => w,
         Err(e) if e.contains("unsupported") => return Outcome::Unsupported(e),
         Err(e) => return Outcome::Failed(e),
     };
     let run = std::panic::catch_unwind(move || -> Result<Vec<shapejit_ir::Tensor>, String> {
-        let module = shapejit::Module::from_graph(graph, shapejit::Options::default()).map_err(|e| format!("compile: {e}"))?;
-        module.runtime().run(&inputs).map_err(|e| format!("run: {e}"))
+        let module = shapejit::Module::from_graph(graph, shapejit::Options::default())
+            .map_err(|e| format!("compile: {e}"))?;
+        module
+            .runtime()
+            .run(&inputs)
+            .map_err(|e| format!("run: {e}"))
     });
     let gots = match run {
         Ok(Ok(g)) => g,
@@ -112,7 +128,9 @@ fn read_expected() -> BTreeSet<String> {
 #[test]
 fn onnx_backend_conformance() {
     let Ok(root) = std::env::var("SHAPEJIT_ONNX_CONFORMANCE") else {
-        println!("skipped: set SHAPEJIT_ONNX_CONFORMANCE to the onnx package's backend/test/data directory");
+        println!(
+            "skipped: set SHAPEJIT_ONNX_CONFORMANCE to the onnx package's backend/test/data directory"
+        );
         return;
     };
     let root = PathBuf::from(root);
@@ -128,7 +146,12 @@ fn onnx_backend_conformance() {
         cases.sort();
         let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
         for case in &cases {
-            let name = format!("{suite}/{}", case.file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
+            let name = format!(
+                "{suite}/{}",
+                case.file_name()
+                    .map(|n| n.to_string_lossy())
+                    .unwrap_or_default()
+            );
             match run_case(case) {
                 Outcome::Passed => {
                     passed += 1;
@@ -151,11 +174,18 @@ fn onnx_backend_conformance() {
             }
             not_passing.insert(name);
         }
-        println!("{suite}: {passed} passed, {failed} failed, {unsupported} unsupported (of {})", cases.len());
+        println!(
+            "{suite}: {passed} passed, {failed} failed, {unsupported} unsupported (of {})",
+            cases.len()
+        );
     }
     if std::env::var("SHAPEJIT_BLESS").is_ok_and(|v| v == "1") {
-        let mut text = String::from("# ONNX conformance cases expected not to pass (failed or unsupported).\n");
-        text.push_str("# Regenerate with SHAPEJIT_BLESS=1 (see crates/shapejit-onnx/tests/conformance.rs).\n");
+        let mut text = String::from(
+            "# ONNX conformance cases expected not to pass (failed or unsupported).\n",
+        );
+        text.push_str(
+            "# Regenerate with SHAPEJIT_BLESS=1 (see crates/shapejit-onnx/tests/conformance.rs).\n",
+        );
         for name in &not_passing {
             text.push_str(name);
             text.push('\n');
@@ -163,5 +193,8 @@ fn onnx_backend_conformance() {
         std::fs::write(list_path(), text).expect("write the expected-failures list");
         return;
     }
-    assert!(regressions.is_empty(), "cases not in the expected-failures list failed: {regressions:?}");
+    assert!(
+        regressions.is_empty(),
+        "cases not in the expected-failures list failed: {regressions:?}"
+    );
 }

@@ -180,15 +180,13 @@ pub fn with_shape_input(cx: &mut NodeCx, op: Op) -> NodeResult<Vec<ValueId>> {
     Ok(vec![cx.op(op, &[x, s])?])
 }
 
-/// `Pad`: `mode = constant` only.
+/// `Pad`: `constant`, `reflect` and `edge` modes (`wrap` is unsupported).
 pub fn pad(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let x = cx.input(0)?;
     let rank = cx.rank(x);
-    match cx.attr_string("mode")?.as_deref() {
-        None | Some("constant") => {}
-        Some(other) => {
-            return Err(cx.unsupported(format!("mode = '{other}' (only 'constant' is supported)")));
-        }
+    let mode = cx.attr_string("mode")?.unwrap_or_else(|| "constant".into());
+    if !matches!(mode.as_str(), "constant" | "reflect" | "edge") {
+        return Err(cx.unsupported(format!("mode = '{mode}'")));
     }
     let (pads, value) = if cx.opset() < 11 {
         let pads = cx
@@ -226,7 +224,89 @@ pub fn pad(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
             2 * rank
         )));
     }
-    Ok(vec![cx.op(Op::Pad { pads, value }, &[x])?])
+    if mode == "constant" {
+        return Ok(vec![cx.op(Op::Pad { pads, value }, &[x])?]);
+    }
+    if pads.iter().any(|&p| p < 0) {
+        return Err(cx.unsupported(format!("negative pads {pads:?} with mode = '{mode}'")));
+    }
+    let mut y = x;
+    for axis in 0..rank {
+        y = border_pad(
+            cx,
+            y,
+            axis,
+            pads[axis],
+            pads[axis + rank],
+            mode == "reflect",
+        )?;
+    }
+    Ok(vec![y])
+}
+
+/// Pads one axis by mirroring (`reflect`: without repeating the edge, which
+/// needs a known dim larger than the pads) or by repeating the edge value
+/// (`edge`: a tiled edge slice), concatenated around the input.
+fn border_pad(
+    cx: &mut NodeCx,
+    x: ValueId,
+    axis: usize,
+    begin: i64,
+    end: i64,
+    reflect: bool,
+) -> NodeResult<ValueId> {
+    if begin == 0 && end == 0 {
+        return Ok(x);
+    }
+    let rank = cx.rank(x);
+    if reflect {
+        let dim = cx.ty(x).shape.dims()[axis].clone();
+        match dim.as_known() {
+            Some(n) if begin < n && end < n => {}
+            Some(n) => {
+                return Err(cx.bad(format!(
+                    "reflect pads {begin}, {end} need a dim larger than them, got {n}"
+                )));
+            }
+            None => {
+                return Err(cx.unsupported(format!("reflect padding of the symbolic dim {dim}")));
+            }
+        }
+    }
+    let axes = vec![axis as i64];
+    let slice = |cx: &mut NodeCx, start: i64, stop: i64, step: i64| {
+        let op = Op::Slice {
+            starts: vec![start],
+            ends: vec![stop],
+            axes: axes.clone(),
+            steps: vec![step],
+        };
+        cx.op(op, &[x])
+    };
+    let edge = |cx: &mut NodeCx, start: i64, stop: i64, count: i64| {
+        let edge = slice(cx, start, stop, 1)?;
+        let mut repeats = vec![1; rank];
+        repeats[axis] = count;
+        let repeats = cx.const_i64s(repeats);
+        cx.op(Op::Tile, &[edge, repeats])
+    };
+    let mut parts = Vec::new();
+    if begin > 0 {
+        parts.push(if reflect {
+            slice(cx, begin, 0, -1)?
+        } else {
+            edge(cx, 0, 1, begin)?
+        });
+    }
+    parts.push(x);
+    if end > 0 {
+        parts.push(if reflect {
+            slice(cx, -2, -2 - end, -1)?
+        } else {
+            edge(cx, -1, i64::MAX, end)?
+        });
+    }
+    cx.op(Op::Concat { axis: axis as i64 }, &parts)
 }
 
 /// `Shape(start = 0, end)`.

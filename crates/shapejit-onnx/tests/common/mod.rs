@@ -1,6 +1,8 @@
 //! Builders for ONNX protobufs in tests (no Python needed).
 #![allow(dead_code)]
 
+pub mod reference;
+
 use bytes::Bytes;
 use prost::Message;
 use shapejit_onnx::proto::*;

@@ -67,10 +67,13 @@ impl Module {
         Module::from_graph(load_graph(model)?, options)
     }
 
-    /// Lowers a graph (verified first) and builds a module for it.
+    /// Lowers a graph (verified first) and builds a module for it; with
+    /// [`Tier::Jit`] (the default) region heads are served by the JIT tier
+    /// when the host supports it.
     pub fn from_graph(graph: Graph, options: Options) -> Result<Module, Error> {
         let program = shapejit_bytecode::lower(&graph)?;
-        let vm = shapejit_vm::Module::new(program, options)?;
+        let vm =
+            shapejit_vm::Module::with_executor(program, options, shapejit_vm::jit::make_executor)?;
         Ok(Module {
             vm,
             graph: Arc::new(graph),

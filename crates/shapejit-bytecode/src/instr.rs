@@ -12,7 +12,7 @@ use crate::ids::{ConstId, GroupId, InputIdx, Pc, Reg, RegionId, SlotId};
 use shapejit_ir::Op;
 
 /// A destination: the register written and the storage group its data goes to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Out {
     /// register written
     pub reg: Reg,
@@ -21,7 +21,7 @@ pub struct Out {
 }
 
 /// One bytecode instruction.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Instr {
     /// `%d = shape_assert input i`: checks graph input `i` against its declared
     /// type (rank, dtype, known dims, symbols) and places it in `%d` (no copy).
@@ -282,7 +282,7 @@ impl Instr {
 }
 
 /// What a fusible region computes (decides which JIT template applies).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum RegionKind {
     /// a chain of elementwise ops (unary, binary, where, cast)
     Elementwise,
@@ -310,7 +310,7 @@ impl RegionKind {
 /// `inputs` are defined before the guard and stay live (same register, same
 /// storage) to the region's end; its `outputs` are written inside the region and
 /// read after it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Region {
     /// the region's id (its index)
     pub id: RegionId,
@@ -329,7 +329,7 @@ pub struct Region {
 }
 
 /// What owns a slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SlotKind {
     /// an `op` instruction at this pc
     Op(Pc),
@@ -338,7 +338,7 @@ pub enum SlotKind {
 }
 
 /// A slot's record: its owner and the IR node it came from.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SlotInfo {
     /// owner
     pub kind: SlotKind,

@@ -9,7 +9,7 @@ use crate::instr::{Instr, Region, SlotInfo};
 use shapejit_ir::{Dim, Tensor, ValueType};
 
 /// How one declared dim of a graph input is checked at run time.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum DimCheck {
     /// must equal this value
     Known(i64),
@@ -20,7 +20,7 @@ pub enum DimCheck {
 }
 
 /// A graph input or output: its name and declared type.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IoSpec {
     /// value name in the graph
     pub name: String,
@@ -31,7 +31,7 @@ pub struct IoSpec {
 }
 
 /// One storage group of the memory plan.
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct GroupInfo {
     /// names of the values whose data this group holds, in program order
     pub values: Vec<String>,
@@ -39,7 +39,7 @@ pub struct GroupInfo {
 
 /// The memory plan: values whose lifetimes do not overlap share a group; each
 /// group's buffer is sized at run time to the largest tensor it has held.
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct MemoryPlan {
     /// the groups, indexed by [`GroupId`]
     pub groups: Vec<GroupInfo>,
@@ -58,7 +58,7 @@ impl MemoryPlan {
 }
 
 /// A complete bytecode program.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Program {
     /// program name (the graph's)
     pub name: String,

@@ -239,3 +239,15 @@ fn listing_shows_slots_regions_and_plan() {
         "the listing is deterministic"
     );
 }
+
+#[test]
+fn programs_round_trip_through_serde() {
+    for g in [chain(), if_graph()] {
+        let p = lower(&g).unwrap();
+        let json = serde_json::to_string(&p).unwrap();
+        let back: Program = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, p);
+        verify(&back).unwrap();
+        assert_eq!(back.to_string(), p.to_string());
+    }
+}

@@ -44,14 +44,17 @@ fn concat_and_split_round_trip() {
             .collect();
         assert_exact("concat", &out[0].vals, &want);
         // split the concatenation back (from a strided copy of it)
-        let whole = Host::random(&mut rng, &oshape, KINDS[case % 3], |_| 0f32);
         let sizes: Vec<i64> = parts.iter().map(|p| p.shape()[axis] as i64).collect();
-        let _ = whole;
-        let joined = {
-            let mut it = out[0].vals.iter();
-            Host::from_vals(&(0..out[0].vals.len()).map(|_| *it.next().unwrap() as f32).collect::<Vec<_>>(), &oshape)
-        };
-        let outs = run(&Op::Split { axis: signed, sizes }, &[&joined]).unwrap();
+        let vals: Vec<f32> = out[0].vals.iter().map(|&v| v as f32).collect();
+        let joined = Host::f32_with(&mut rng, &vals, &oshape, KINDS[case % 3]);
+        let outs = run(
+            &Op::Split {
+                axis: signed,
+                sizes,
+            },
+            &[&joined],
+        )
+        .unwrap();
         for (o, p) in outs.iter().zip(&parts) {
             assert_eq!(o.ty.shape.as_slice(), p.shape());
             assert_exact("split", &o.vals, &p.vals);
@@ -60,11 +63,31 @@ fn concat_and_split_round_trip() {
     let mut rng = Rng::new(41);
     let a = Host::f32(&mut rng, &[2, 3], Kind::Contiguous);
     let b = Host::f32(&mut rng, &[3, 3], Kind::Contiguous);
-    let i = Host::random(&mut rng, &[2, 3], Kind::Contiguous, |r| r.range(0, 3) as i64);
-    assert!(matches!(run(&Op::Concat { axis: 1 }, &[&a, &b]), Err(OpError::Shape { op: "concat", .. })));
-    assert!(matches!(run(&Op::Concat { axis: 0 }, &[&a, &i]), Err(OpError::DType { op: "concat", .. })));
-    assert!(matches!(run(&Op::Concat { axis: 0 }, &[]), Err(OpError::Arity { .. })));
-    assert!(matches!(run(&Op::Split { axis: 1, sizes: vec![1, 1] }, &[&a]), Err(OpError::Value { op: "split", .. })));
+    let i = Host::random(&mut rng, &[2, 3], Kind::Contiguous, |r| {
+        r.range(0, 3) as i64
+    });
+    assert!(matches!(
+        run(&Op::Concat { axis: 1 }, &[&a, &b]),
+        Err(OpError::Shape { op: "concat", .. })
+    ));
+    assert!(matches!(
+        run(&Op::Concat { axis: 0 }, &[&a, &i]),
+        Err(OpError::DType { op: "concat", .. })
+    ));
+    assert!(matches!(
+        run(&Op::Concat { axis: 0 }, &[]),
+        Err(OpError::Arity { .. })
+    ));
+    assert!(matches!(
+        run(
+            &Op::Split {
+                axis: 1,
+                sizes: vec![1, 1]
+            },
+            &[&a]
+        ),
+        Err(OpError::Value { op: "split", .. })
+    ));
 }
 
 #[test]
@@ -79,12 +102,21 @@ fn gather_with_negative_indices() {
         let irank = rng.range(0, 3);
         let ishape = rng.shape(irank, 3, case % 7 == 0);
         let idx = if case % 2 == 0 {
-            Host::random(&mut rng, &ishape, KINDS[(case + 1) % 3], |r| r.range(0, 2 * d as usize) as i64 - d)
+            Host::random(&mut rng, &ishape, KINDS[(case + 1) % 3], |r| {
+                r.range(0, 2 * d as usize) as i64 - d
+            })
         } else {
-            Host::random(&mut rng, &ishape, KINDS[(case + 1) % 3], |r| (r.range(0, 2 * d as usize) as i64 - d) as i32)
+            Host::random(&mut rng, &ishape, KINDS[(case + 1) % 3], |r| {
+                (r.range(0, 2 * d as usize) as i64 - d) as i32
+            })
         };
         let out = run(&Op::Gather { axis: axis as i64 }, &[&data, &idx]).unwrap();
-        let oshape: Vec<usize> = shape[..axis].iter().chain(&ishape).chain(&shape[axis + 1..]).copied().collect();
+        let oshape: Vec<usize> = shape[..axis]
+            .iter()
+            .chain(&ishape)
+            .chain(&shape[axis + 1..])
+            .copied()
+            .collect();
         assert_eq!(out[0].ty.shape.as_slice(), oshape.as_slice());
         let want: Vec<f64> = (0..out[0].vals.len())
             .map(|f| {
@@ -94,8 +126,12 @@ fn gather_with_negative_indices() {
                 if i < 0 {
                     i += d;
                 }
-                let src: Vec<usize> =
-                    o[..axis].iter().copied().chain([i as usize]).chain(o[axis + irank..].iter().copied()).collect();
+                let src: Vec<usize> = o[..axis]
+                    .iter()
+                    .copied()
+                    .chain([i as usize])
+                    .chain(o[axis + irank..].iter().copied())
+                    .collect();
                 data.vals[flat(&src, &shape)]
             })
             .collect();
@@ -104,9 +140,15 @@ fn gather_with_negative_indices() {
     let data = Host::f32(&mut rng, &[3, 2], Kind::Contiguous);
     let bad = Host::from_vals(&[0i64, 3], &[2]);
     let e = run(&Op::Gather { axis: 0 }, &[&data, &bad]).err().unwrap();
-    assert!(matches!(e, OpError::Value { op: "gather", .. }) && e.to_string().contains('3'), "{e}");
+    assert!(
+        matches!(e, OpError::Value { op: "gather", .. }) && e.to_string().contains('3'),
+        "{e}"
+    );
     let fidx = Host::from_vals(&[0f32], &[1]);
-    assert!(matches!(run(&Op::Gather { axis: 0 }, &[&data, &fidx]), Err(OpError::DType { input: 1, .. })));
+    assert!(matches!(
+        run(&Op::Gather { axis: 0 }, &[&data, &fidx]),
+        Err(OpError::DType { input: 1, .. })
+    ));
 }
 
 #[test]
@@ -115,15 +157,26 @@ fn pad_with_positive_and_negative_pads() {
     for case in 0..40 {
         let rank = rng.range(1, 4);
         let shape = rng.shape(rank, 5, case % 8 == 0);
-        let x = Host::random(&mut rng, &shape, KINDS[case % 3], |r| r.range(1, 100) as i64);
+        let x = Host::random(&mut rng, &shape, KINDS[case % 3], |r| {
+            r.range(1, 100) as i64
+        });
         let pads: Vec<i64> = (0..2 * rank)
             .map(|i| {
                 let d = shape[i % rank] as i64;
                 (rng.range(0, 4) as i64 - 1).max(-d / 2)
             })
             .collect();
-        let out = run(&Op::Pad { pads: pads.clone(), value: -7.0 }, &[&x]).unwrap();
-        let oshape: Vec<usize> = (0..rank).map(|i| (shape[i] as i64 + pads[i] + pads[rank + i]) as usize).collect();
+        let out = run(
+            &Op::Pad {
+                pads: pads.clone(),
+                value: -7.0,
+            },
+            &[&x],
+        )
+        .unwrap();
+        let oshape: Vec<usize> = (0..rank)
+            .map(|i| (shape[i] as i64 + pads[i] + pads[rank + i]) as usize)
+            .collect();
         assert_eq!(out[0].ty.shape.as_slice(), oshape.as_slice());
         assert_eq!(out[0].ty.dtype, DType::I64);
         let want: Vec<f64> = (0..out[0].vals.len())
@@ -141,8 +194,26 @@ fn pad_with_positive_and_negative_pads() {
         assert_exact(&format!("pad {pads:?} {shape:?}"), &out[0].vals, &want);
     }
     let x = Host::f32(&mut rng, &[2, 2], Kind::Contiguous);
-    assert!(matches!(run(&Op::Pad { pads: vec![0, 0, -3, 0], value: 0.0 }, &[&x]), Err(OpError::Value { .. })));
-    assert!(matches!(run(&Op::Pad { pads: vec![0, 0], value: 0.0 }, &[&x]), Err(OpError::Shape { .. })));
+    assert!(matches!(
+        run(
+            &Op::Pad {
+                pads: vec![0, 0, -3, 0],
+                value: 0.0
+            },
+            &[&x]
+        ),
+        Err(OpError::Value { .. })
+    ));
+    assert!(matches!(
+        run(
+            &Op::Pad {
+                pads: vec![0, 0],
+                value: 0.0
+            },
+            &[&x]
+        ),
+        Err(OpError::Shape { .. })
+    ));
 }
 
 #[test]
@@ -152,9 +223,15 @@ fn tile_repeats_each_axis() {
         let rank = rng.range(1, 4);
         let shape = rng.shape(rank, 4, case % 9 == 0);
         let x = Host::random(&mut rng, &shape, KINDS[case % 3], |r| r.bool());
-        let reps: Vec<i64> = (0..rank).map(|_| rng.range(if case % 6 == 0 { 0 } else { 1 }, 4) as i64).collect();
+        let reps: Vec<i64> = (0..rank)
+            .map(|_| rng.range(if case % 6 == 0 { 0 } else { 1 }, 4) as i64)
+            .collect();
         let out = run(&Op::Tile, &[&x, &Host::from_vals(&reps, &[rank])]).unwrap();
-        let oshape: Vec<usize> = shape.iter().zip(&reps).map(|(&d, &r)| d * r as usize).collect();
+        let oshape: Vec<usize> = shape
+            .iter()
+            .zip(&reps)
+            .map(|(&d, &r)| d * r as usize)
+            .collect();
         assert_eq!(out[0].ty.shape.as_slice(), oshape.as_slice());
         let want: Vec<f64> = (0..out[0].vals.len())
             .map(|f| {
@@ -166,19 +243,39 @@ fn tile_repeats_each_axis() {
         assert_exact("tile", &out[0].vals, &want);
     }
     let x = Host::f32(&mut rng, &[2, 2], Kind::Contiguous);
-    assert!(matches!(run(&Op::Tile, &[&x, &Host::from_vals(&[2i64], &[1])]), Err(OpError::Value { op: "tile", .. })));
-    assert!(matches!(run(&Op::Tile, &[&x, &Host::from_vals(&[2i64, -1], &[2])]), Err(OpError::Value { .. })));
+    assert!(matches!(
+        run(&Op::Tile, &[&x, &Host::from_vals(&[2i64], &[1])]),
+        Err(OpError::Value { op: "tile", .. })
+    ));
+    assert!(matches!(
+        run(&Op::Tile, &[&x, &Host::from_vals(&[2i64, -1], &[2])]),
+        Err(OpError::Value { .. })
+    ));
 }
 
 #[test]
 fn range_in_every_dtype() {
     let scalar_f = |v: f32| Host::from_vals(&[v], &[]);
-    let out = run(&Op::Range, &[&scalar_f(1.0), &scalar_f(2.0), &scalar_f(0.25)]).unwrap();
+    let out = run(
+        &Op::Range,
+        &[&scalar_f(1.0), &scalar_f(2.0), &scalar_f(0.25)],
+    )
+    .unwrap();
     assert_exact("range f32", &out[0].vals, &[1.0, 1.25, 1.5, 1.75]);
-    let out = run(&Op::Range, &[&scalar_f(1.0), &scalar_f(-1.0), &scalar_f(-0.75)]).unwrap();
+    let out = run(
+        &Op::Range,
+        &[&scalar_f(1.0), &scalar_f(-1.0), &scalar_f(-0.75)],
+    )
+    .unwrap();
     assert_exact("range f32 down", &out[0].vals, &[1.0, 0.25, -0.5]);
     let scalar_i = |v: i64| Host::from_vals(&[v], &[]);
-    for (s, l, d) in [(0i64, 7i64, 3i64), (10, 0, -4), (5, 5, 1), (5, 0, 1), (-3, 3, 2)] {
+    for (s, l, d) in [
+        (0i64, 7i64, 3i64),
+        (10, 0, -4),
+        (5, 5, 1),
+        (5, 0, 1),
+        (-3, 3, 2),
+    ] {
         let out = run(&Op::Range, &[&scalar_i(s), &scalar_i(l), &scalar_i(d)]).unwrap();
         let mut want = Vec::new();
         let mut v = s;
@@ -190,10 +287,25 @@ fn range_in_every_dtype() {
         assert_exact(&format!("range {s} {l} {d}"), &out[0].vals, &want);
     }
     let scalar_i32 = |v: i32| Host::from_vals(&[v], &[]);
-    let out = run(&Op::Range, &[&scalar_i32(2), &scalar_i32(-4), &scalar_i32(-3)]).unwrap();
+    let out = run(
+        &Op::Range,
+        &[&scalar_i32(2), &scalar_i32(-4), &scalar_i32(-3)],
+    )
+    .unwrap();
     assert_exact("range i32", &out[0].vals, &[2.0, -1.0]);
-    let e = run(&Op::Range, &[&scalar_i(0), &scalar_i(3), &scalar_i(0)]).err().unwrap();
+    let e = run(&Op::Range, &[&scalar_i(0), &scalar_i(3), &scalar_i(0)])
+        .err()
+        .unwrap();
     assert!(matches!(e, OpError::Value { op: "range", .. }), "{e}");
-    assert!(matches!(run(&Op::Range, &[&scalar_i(0), &scalar_f(3.0), &scalar_i(1)]), Err(OpError::DType { .. })));
-    assert!(matches!(run(&Op::Range, &[&scalar_i(0), &scalar_i(i64::MAX), &scalar_i(1)]), Err(OpError::Value { .. })));
+    assert!(matches!(
+        run(&Op::Range, &[&scalar_i(0), &scalar_f(3.0), &scalar_i(1)]),
+        Err(OpError::DType { .. })
+    ));
+    assert!(matches!(
+        run(
+            &Op::Range,
+            &[&scalar_i(0), &scalar_i(i64::MAX), &scalar_i(1)]
+        ),
+        Err(OpError::Value { .. })
+    ));
 }

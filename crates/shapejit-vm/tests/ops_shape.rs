@@ -74,7 +74,7 @@ fn transpose_squeeze_unsqueeze_identity() {
         let want: Vec<f64> = (0..out[0].vals.len())
             .map(|f| {
                 let o = unravel(f, &oshape);
-                let mut i = vec![0; 4];
+                let mut i = [0; 4];
                 for d in 0..4 {
                     i[perm[d]] = o[d];
                 }

@@ -7,10 +7,13 @@
 //! **Invariant:** padding never wins a max pool; the avg-pool divisor counts
 //! padded cells only with `count_include_pad` (and never cells past the end padding).
 
-use super::util::{arity, expect_dtype, expect_rank, shape_err, value_err};
+use super::util::{
+    arity, contiguous_f32, expect_dtype, expect_rank, kernel_err, shape_err, value_err, view_of,
+};
 use super::{OpError, OutType, Scratch};
 use crate::tensor::{TensorMut, TensorRef};
 use shapejit_ir::{DType, Op, Window2d};
+use shapejit_kernels::conv::{Pool, Window, conv2d as kconv, conv2d_scratch_len, pool2d};
 use smallvec::SmallVec;
 
 /// Output length of one spatial dim.
@@ -133,6 +136,17 @@ pub(crate) fn pool_type(
     })
 }
 
+/// The kernel window of an op with output size `out`.
+fn kernel_window(window: &Window2d, kernel: [usize; 2], out: [usize; 2]) -> Window {
+    Window {
+        kernel,
+        strides: window.strides,
+        pads: window.pads,
+        dilations: window.dilations,
+        out,
+    }
+}
+
 pub(crate) fn conv2d(
     op: &Op,
     window: &Window2d,
@@ -141,11 +155,46 @@ pub(crate) fn conv2d(
     out: &mut TensorMut,
     scratch: &mut Scratch,
 ) -> Result<(), OpError> {
-    let _ = (window, groups, inputs, out, scratch);
-    Err(OpError::Unsupported {
+    let x = view_of::<f32>(op, inputs, 0)?;
+    let w = view_of::<f32>(op, inputs, 1)?;
+    let ws = w.shape();
+    let (kernel, c_in_g) = ([ws[2], ws[3]], ws[1]);
+    let os = out.shape;
+    let win = kernel_window(window, kernel, [os[2], os[3]]);
+    let w_copy = if w.as_contiguous().is_some() {
+        0
+    } else {
+        w.geom().numel()
+    };
+    let b_len = inputs.get(2).map_or(0, |b| b.layout.numel());
+    let [col, wbuf, bbuf] = scratch.f32_bufs([conv2d_scratch_len(c_in_g, &win), w_copy, b_len]);
+    let w_elems = contiguous_f32(op, &w, wbuf)?;
+    let bias = match inputs.get(2) {
+        Some(_) => Some(contiguous_f32(op, &view_of::<f32>(op, inputs, 2)?, bbuf)?),
+        None => None,
+    };
+    let dst = out_f32(op, out)?;
+    kconv(dst, &x, w_elems, bias, groups, &win, col).map_err(kernel_err(op))
+}
+
+fn out_f32<'a>(op: &Op, out: &'a mut TensorMut) -> Result<&'a mut [f32], OpError> {
+    out.elems_mut::<f32>().ok_or_else(|| OpError::Output {
         op: op.name(),
-        message: "not yet implemented".into(),
+        index: 0,
+        message: "buffer dtype or alignment".into(),
     })
+}
+
+fn pool(
+    op: &Op,
+    window: &Window2d,
+    p: Pool,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    let x = view_of::<f32>(op, inputs, 0)?;
+    let win = kernel_window(window, window.kernel, [out.shape[2], out.shape[3]]);
+    pool2d(out_f32(op, out)?, &x, &win, p).map_err(kernel_err(op))
 }
 
 pub(crate) fn max_pool(
@@ -154,11 +203,7 @@ pub(crate) fn max_pool(
     inputs: &[TensorRef],
     out: &mut TensorMut,
 ) -> Result<(), OpError> {
-    let _ = (window, inputs, out);
-    Err(OpError::Unsupported {
-        op: op.name(),
-        message: "not yet implemented".into(),
-    })
+    pool(op, window, Pool::Max, inputs, out)
 }
 
 pub(crate) fn avg_pool(
@@ -168,9 +213,5 @@ pub(crate) fn avg_pool(
     inputs: &[TensorRef],
     out: &mut TensorMut,
 ) -> Result<(), OpError> {
-    let _ = (window, count_include_pad, inputs, out);
-    Err(OpError::Unsupported {
-        op: op.name(),
-        message: "not yet implemented".into(),
-    })
+    pool(op, window, Pool::Avg { count_include_pad }, inputs, out)
 }

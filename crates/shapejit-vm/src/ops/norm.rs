@@ -7,7 +7,9 @@
 //!
 //! **Invariant:** results do not depend on the input layout.
 
-use super::util::{arity, expect_dtype, kernel_err, norm_axis, out_view, shape_err, view_of};
+use super::util::{
+    arity, contiguous_f32, expect_dtype, kernel_err, norm_axis, out_view, shape_err, view_of,
+};
 use super::{OpError, OutType, Scratch};
 use crate::tensor::{TensorMut, TensorRef};
 use shapejit_ir::{DType, Op};
@@ -24,21 +26,6 @@ pub(crate) fn softmax_type(op: &Op, axis: i64, inputs: &[TensorRef]) -> Result<O
         dtype: DType::F32,
         shape: inputs[0].layout.shape.clone(),
     })
-}
-
-/// The input's elements in row-major order: the buffer itself when contiguous,
-/// else a copy in `buf`.
-fn contiguous_input<'a>(
-    op: &Op,
-    v: &View<'a, f32>,
-    buf: &'a mut [f32],
-) -> Result<&'a [f32], OpError> {
-    if let Some(s) = v.as_contiguous() {
-        return Ok(s);
-    }
-    let mut dst = ViewMut::contiguous(buf, v.shape()).map_err(kernel_err(op))?;
-    ew::copy(&mut dst, v).map_err(kernel_err(op))?;
-    Ok(buf)
 }
 
 fn out_slice<'a>(op: &Op, out: &'a mut TensorMut) -> Result<&'a mut [f32], OpError> {
@@ -70,7 +57,7 @@ pub(crate) fn softmax(
     } else {
         x.geom().numel()
     }]);
-    let src = contiguous_input(op, &x, buf)?;
+    let src = contiguous_f32(op, &x, buf)?;
     rows::softmax(src, out_slice(op, out)?, outer, n, inner, log).map_err(kernel_err(op))
 }
 
@@ -159,7 +146,7 @@ pub(crate) fn layer_norm(
     if has_bias {
         broadcast_into(op, inputs, 2, &normalized, bbuf)?;
     }
-    let src = contiguous_input(op, &x, xbuf)?;
+    let src = contiguous_f32(op, &x, xbuf)?;
     let bias = if has_bias { Some(&*bbuf) } else { None };
     rows::layer_norm(src, out_slice(op, out)?, n, sbuf, bias, epsilon).map_err(kernel_err(op))
 }

@@ -272,3 +272,18 @@ pub(crate) fn out_view_as<'a, T: Element>(
     })?;
     ViewMut::contiguous(data, shape).map_err(kernel_err(op))
 }
+
+/// The view's elements in row-major order: in place when contiguous, else
+/// copied into `buf` (scratch of at least `numel` elements when not contiguous).
+pub(crate) fn contiguous_f32<'a>(
+    op: &Op,
+    v: &View<'a, f32>,
+    buf: &'a mut [f32],
+) -> Result<&'a [f32], OpError> {
+    if let Some(s) = v.as_contiguous() {
+        return Ok(s);
+    }
+    let mut dst = ViewMut::contiguous(buf, v.shape()).map_err(kernel_err(op))?;
+    shapejit_kernels::elementwise::copy(&mut dst, v).map_err(kernel_err(op))?;
+    Ok(buf)
+}

@@ -177,6 +177,32 @@ impl Host {
         h
     }
 
+    /// An f32 tensor with exactly these logical values, laid out as `kind`
+    /// (broadcast dims are not used: every element needs its own slot).
+    pub fn f32_with(rng: &mut Rng, vals: &[f32], shape: &[usize], kind: Kind) -> Host {
+        let kind = if kind == Kind::Broadcast {
+            Kind::Strided
+        } else {
+            kind
+        };
+        let mut h = Host::random(rng, shape, kind, |_| f32::NAN);
+        let n = vals.len();
+        assert_eq!(n, shape.iter().product::<usize>());
+        let elems: &mut [f32] =
+            // SAFETY: the u64 buffer holds len_bytes bytes, f32-aligned
+            unsafe { std::slice::from_raw_parts_mut(h.buf.as_mut_ptr().cast::<f32>(), h.len_bytes / 4) };
+        for (i, &v) in vals.iter().enumerate() {
+            let idx = unravel(i, shape);
+            let pos = idx
+                .iter()
+                .zip(&h.layout.strides)
+                .fold(h.layout.offset as isize, |a, (&x, &st)| a + x as isize * st);
+            elems[pos as usize] = v;
+        }
+        h.vals = vals.iter().map(|&v| v as f64).collect();
+        h
+    }
+
     pub fn f32(rng: &mut Rng, shape: &[usize], kind: Kind) -> Host {
         Host::random(rng, shape, kind, |r| r.f32(-2.0, 2.0))
     }

@@ -1,0 +1,331 @@
+//! conv2d, max/avg pooling, global_avg_pool and batch_norm against naive f64
+//! loops over random geometries (groups, strides, pads, dilations, ceil_mode)
+//! and strided inputs.
+
+mod ops_support;
+use ops_support::*;
+use shapejit_ir::{Op, Window2d};
+use shapejit_vm::ops::OpError;
+
+/// op.rs: conv2d 1e-5 relative (to Σ|w·x| as for matmul).
+const CONV_REL: f64 = 1e-5;
+/// Pool and normalization tolerance: a few f32 roundings.
+const POOL_REL: f64 = 1e-6;
+
+fn out_size(
+    input: usize,
+    k: usize,
+    s: usize,
+    pads: (usize, usize),
+    dil: usize,
+    ceil: bool,
+) -> usize {
+    let num = (input + pads.0 + pads.1) as f64 - (dil * (k - 1) + 1) as f64;
+    let n = if ceil {
+        (num / s as f64).ceil()
+    } else {
+        (num / s as f64).floor()
+    } as usize
+        + 1;
+    // ONNX/PyTorch: the last window must start inside the input or the begin padding
+    if ceil && (n - 1) * s >= input + pads.0 {
+        n - 1
+    } else {
+        n
+    }
+}
+
+fn x_at(x: &Host, n: usize, c: usize, y: isize, xx: isize) -> Option<f64> {
+    let s = x.shape();
+    if y < 0 || xx < 0 || y >= s[2] as isize || xx >= s[3] as isize {
+        return None;
+    }
+    Some(x.vals[((n * s[1] + c) * s[2] + y as usize) * s[3] + xx as usize])
+}
+
+#[test]
+fn conv2d_matches_naive_loops() {
+    let mut rng = Rng::new(50);
+    for case in 0..60 {
+        let groups = rng.range(1, 4);
+        let (cg, mg) = (rng.range(1, 4), rng.range(1, 4));
+        let (kh, kw) = (rng.range(1, 4), rng.range(1, 4));
+        let strides = [rng.range(1, 3), rng.range(1, 3)];
+        let dil = [rng.range(1, 3), rng.range(1, 3)];
+        let pads = if case % 4 == 0 {
+            [0; 4]
+        } else {
+            [0, 1, 2, 1].map(|m| rng.range(0, m + 1))
+        };
+        let (h, w) = (
+            rng.range(dil[0] * (kh - 1) + 1, 9),
+            rng.range(dil[1] * (kw - 1) + 1, 9),
+        );
+        let n = rng.range(1, 3);
+        let (c_in, c_out) = (cg * groups, mg * groups);
+        let x = Host::f32(&mut rng, &[n, c_in, h, w], KINDS[case % 3]);
+        let wt = Host::f32(&mut rng, &[c_out, cg, kh, kw], KINDS[(case / 3) % 3]);
+        let b = Host::f32(&mut rng, &[c_out], KINDS[(case + 1) % 3]);
+        let window = Window2d {
+            kernel: [kh, kw],
+            strides,
+            pads,
+            dilations: dil,
+        };
+        let op = Op::Conv2d { window, groups };
+        let with_bias = case % 2 == 0;
+        let inputs: Vec<&Host> = if with_bias {
+            vec![&x, &wt, &b]
+        } else {
+            vec![&x, &wt]
+        };
+        let out = run(&op, &inputs).unwrap();
+        let oh = out_size(h, kh, strides[0], (pads[0], pads[2]), dil[0], false);
+        let ow = out_size(w, kw, strides[1], (pads[1], pads[3]), dil[1], false);
+        assert_eq!(
+            out[0].ty.shape.as_slice(),
+            &[n, c_out, oh, ow],
+            "case {case}"
+        );
+        let mut k = 0;
+        for img in 0..n {
+            for m in 0..c_out {
+                let g = m / mg;
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let (mut s, mut mag) = (if with_bias { b.vals[m] } else { 0.0 }, 0.0);
+                        mag += s.abs();
+                        for c in 0..cg {
+                            for i in 0..kh {
+                                for j in 0..kw {
+                                    let y =
+                                        (oy * strides[0] + i * dil[0]) as isize - pads[0] as isize;
+                                    let xx =
+                                        (ox * strides[1] + j * dil[1]) as isize - pads[1] as isize;
+                                    if let Some(v) = x_at(&x, img, g * cg + c, y, xx) {
+                                        let wv = wt.vals[((m * cg + c) * kh + i) * kw + j];
+                                        s += v * wv;
+                                        mag += (v * wv).abs();
+                                    }
+                                }
+                            }
+                        }
+                        let got = out[0].vals[k];
+                        assert!(
+                            (got - s).abs() <= CONV_REL * mag + 1e-30,
+                            "case {case} at {k}: got {got}, want {s}"
+                        );
+                        k += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn pools_match_naive_loops() {
+    let mut rng = Rng::new(51);
+    for case in 0..60 {
+        let (kh, kw) = (rng.range(1, 4), rng.range(1, 4));
+        let strides = [rng.range(1, 3), rng.range(1, 3)];
+        let dil = if case % 3 == 0 {
+            [rng.range(1, 3), rng.range(1, 3)]
+        } else {
+            [1, 1]
+        };
+        let pads = [kh, kw, kh, kw].map(|k| rng.range(0, k));
+        let (h, w) = (
+            rng.range(dil[0] * (kh - 1) + 1, 8),
+            rng.range(dil[1] * (kw - 1) + 1, 8),
+        );
+        let x = Host::f32(&mut rng, &[2, 2, h, w], KINDS[case % 3]);
+        let window = Window2d {
+            kernel: [kh, kw],
+            strides,
+            pads,
+            dilations: dil,
+        };
+        let ceil_mode = case % 2 == 1;
+        let count_include_pad = (case / 2) % 2 == 1;
+        let oh = out_size(h, kh, strides[0], (pads[0], pads[2]), dil[0], ceil_mode);
+        let ow = out_size(w, kw, strides[1], (pads[1], pads[3]), dil[1], ceil_mode);
+        for is_max in [true, false] {
+            let op = if is_max {
+                Op::MaxPool2d {
+                    window: window.clone(),
+                    ceil_mode,
+                }
+            } else {
+                Op::AvgPool2d {
+                    window: window.clone(),
+                    ceil_mode,
+                    count_include_pad,
+                }
+            };
+            let out = run(&op, &[&x]).unwrap();
+            assert_eq!(
+                out[0].ty.shape.as_slice(),
+                &[2, 2, oh, ow],
+                "{op:?} on {h}x{w}"
+            );
+            let mut k = 0;
+            for img in 0..2 {
+                for c in 0..2 {
+                    for oy in 0..oh {
+                        for ox in 0..ow {
+                            let (mut vals, mut padded) = (Vec::new(), 0);
+                            for i in 0..kh {
+                                for j in 0..kw {
+                                    let y =
+                                        (oy * strides[0] + i * dil[0]) as isize - pads[0] as isize;
+                                    let xx =
+                                        (ox * strides[1] + j * dil[1]) as isize - pads[1] as isize;
+                                    if y < (h + pads[2]) as isize && xx < (w + pads[3]) as isize {
+                                        padded += 1;
+                                    }
+                                    vals.extend(x_at(&x, img, c, y, xx));
+                                }
+                            }
+                            let want = if is_max {
+                                vals.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+                            } else {
+                                let div = if count_include_pad {
+                                    padded
+                                } else {
+                                    vals.len()
+                                };
+                                vals.iter().sum::<f64>() / div as f64
+                            };
+                            let got = out[0].vals[k];
+                            assert!(
+                                (got - want).abs() <= POOL_REL * want.abs() + 1e-7,
+                                "{op:?} at {k}: {got} vs {want}"
+                            );
+                            k += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn global_avg_pool_and_batch_norm() {
+    let mut rng = Rng::new(52);
+    for case in 0..12 {
+        let shape = [
+            rng.range(1, 3),
+            rng.range(1, 4),
+            rng.range(1, 5),
+            rng.range(1, 5),
+        ];
+        let x = Host::f32(&mut rng, &shape, KINDS[case % 3]);
+        let out = run(&Op::GlobalAvgPool, &[&x]).unwrap();
+        assert_eq!(out[0].ty.shape.as_slice(), &[shape[0], shape[1], 1, 1]);
+        let hw = shape[2] * shape[3];
+        let want: Vec<f64> = x
+            .vals
+            .chunks(hw)
+            .map(|c| c.iter().sum::<f64>() / hw as f64)
+            .collect();
+        assert_close("global_avg_pool", &out[0].vals, &want, 1e-7, POOL_REL);
+
+        let c = shape[1];
+        let params: Vec<Host> = (0..4)
+            .map(|i| {
+                if i == 3 {
+                    Host::random(&mut rng, &[c], KINDS[case % 3], |r| r.f32(0.1, 2.0))
+                } else {
+                    Host::f32(&mut rng, &[c], KINDS[(case + i) % 3])
+                }
+            })
+            .collect();
+        let eps = 1e-3f32;
+        let out = run(
+            &Op::BatchNorm { epsilon: eps },
+            &[&x, &params[0], &params[1], &params[2], &params[3]],
+        )
+        .unwrap();
+        let want: Vec<f64> = (0..x.vals.len())
+            .map(|f| {
+                let ch = (f / hw) % c;
+                let (s, b, m, v) = (
+                    params[0].vals[ch],
+                    params[1].vals[ch],
+                    params[2].vals[ch],
+                    params[3].vals[ch],
+                );
+                (x.vals[f] - m) / (v + eps as f64).sqrt() * s + b
+            })
+            .collect();
+        assert_close("batch_norm", &out[0].vals, &want, 1e-6, 1e-5);
+    }
+}
+
+#[test]
+fn conv_and_pool_errors() {
+    let mut rng = Rng::new(53);
+    let x = Host::f32(&mut rng, &[1, 4, 5, 5], Kind::Contiguous);
+    let w = Host::f32(&mut rng, &[2, 3, 3, 3], Kind::Contiguous);
+    let window = Window2d {
+        kernel: [3, 3],
+        strides: [1, 1],
+        pads: [0; 4],
+        dilations: [1, 1],
+    };
+    let e = run(
+        &Op::Conv2d {
+            window: window.clone(),
+            groups: 1,
+        },
+        &[&x, &w],
+    )
+    .err()
+    .unwrap();
+    assert!(matches!(e, OpError::Shape { op: "conv2d", .. }), "{e}");
+    let w = Host::f32(&mut rng, &[2, 2, 7, 7], Kind::Contiguous);
+    assert!(matches!(
+        run(
+            &Op::Conv2d {
+                window: window.clone(),
+                groups: 2
+            },
+            &[&x, &w]
+        ),
+        Err(OpError::Shape { .. })
+    ));
+    let x3 = Host::f32(&mut rng, &[4, 5, 5], Kind::Contiguous);
+    assert!(matches!(
+        run(
+            &Op::MaxPool2d {
+                window: window.clone(),
+                ceil_mode: false
+            },
+            &[&x3]
+        ),
+        Err(OpError::Shape { .. })
+    ));
+    let zero = Window2d {
+        kernel: [3, 3],
+        strides: [0, 1],
+        pads: [0; 4],
+        dilations: [1, 1],
+    };
+    assert!(matches!(
+        run(
+            &Op::MaxPool2d {
+                window: zero,
+                ceil_mode: false
+            },
+            &[&x]
+        ),
+        Err(OpError::Value { .. })
+    ));
+    let c = Host::f32(&mut rng, &[3], Kind::Contiguous);
+    assert!(matches!(
+        run(&Op::BatchNorm { epsilon: 1e-5 }, &[&x, &c, &c, &c, &c]),
+        Err(OpError::Shape { .. })
+    ));
+}

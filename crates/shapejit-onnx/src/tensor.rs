@@ -190,3 +190,72 @@ pub fn tensor_from_proto(tp: &TensorProto, external: &ExternalFiles) -> Result<T
     }
     .map_err(ir)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw_tensor(raw: Bytes) -> TensorProto {
+        TensorProto {
+            name: "w".into(),
+            dims: vec![2],
+            data_type: data_type::FLOAT,
+            raw_data: raw,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn aligned_raw_data_is_not_copied_unaligned_is() {
+        let words: Vec<u32> = vec![0, 1.5f32.to_bits(), (-2.0f32).to_bits(), 0];
+        let buf = Bytes::from(
+            words
+                .iter()
+                .flat_map(|w| w.to_le_bytes())
+                .collect::<Vec<u8>>(),
+        );
+        let base = buf.as_ptr() as usize;
+        let offset = (0..4).find(|o| (base + o) % 4 == 0).unwrap_or(0) + 4;
+        let aligned = buf.slice(offset..offset + 8);
+        let t = tensor_from_proto(&raw_tensor(aligned.clone()), &ExternalFiles::default()).unwrap();
+        assert_eq!(
+            t.bytes().as_ptr(),
+            aligned.as_ptr(),
+            "aligned data must be used in place"
+        );
+        let unaligned = buf.slice(offset - 1..offset + 7);
+        let t =
+            tensor_from_proto(&raw_tensor(unaligned.clone()), &ExternalFiles::default()).unwrap();
+        assert_ne!(t.bytes().as_ptr(), unaligned.as_ptr());
+        assert_eq!(t.as_slice::<f32>().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn dtype_and_shape_errors_name_the_tensor() {
+        let mut tp = raw_tensor(Bytes::from_static(&[0; 8]));
+        tp.data_type = data_type::DOUBLE;
+        let err = tensor_from_proto(&tp, &ExternalFiles::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("tensor 'w'") && err.contains("DOUBLE"),
+            "{err}"
+        );
+        let mut tp = raw_tensor(Bytes::from_static(&[0; 8]));
+        tp.dims = vec![-1];
+        assert!(
+            tensor_from_proto(&tp, &ExternalFiles::default())
+                .unwrap_err()
+                .to_string()
+                .contains("negative dim")
+        );
+        let bools = TensorProto {
+            dims: vec![3],
+            data_type: data_type::BOOL,
+            int32_data: vec![0, 2, 1],
+            ..Default::default()
+        };
+        let t = tensor_from_proto(&bools, &ExternalFiles::default()).unwrap();
+        assert_eq!(t.as_slice::<bool>().unwrap(), &[false, true, true]);
+    }
+}

@@ -147,3 +147,103 @@ fn random_mutations_never_panic() {
         "only {errors} of {rounds} mutations were rejected"
     );
 }
+
+/// Values that tend to break integer arithmetic.
+const NASTY: [i64; 10] = [-1, 0, 1, 2, 3, -3, 1 << 40, -(1 << 40), i64::MAX, i64::MIN];
+
+/// One random structural edit of a decoded model (a field a valid protobuf
+/// can hold, but a meaningless value): the importer must reject or accept it
+/// without panicking.
+fn mutate(m: &mut shapejit_onnx::proto::ModelProto, rng: &mut SmallRng) -> String {
+    let g = m.graph.as_mut().unwrap();
+    let pick = |rng: &mut SmallRng| NASTY[rng.random_range(0..NASTY.len())];
+    match rng.random_range(0..7) {
+        0 => {
+            let n = rng.random_range(0..g.node.len());
+            let node = &mut g.node[n];
+            if node.attribute.is_empty() {
+                return "no-op".into();
+            }
+            let a = rng.random_range(0..node.attribute.len());
+            let attr = &mut node.attribute[a];
+            attr.i = pick(rng);
+            if let Some(v) = attr.ints.iter_mut().next() {
+                *v = pick(rng);
+            }
+            format!(
+                "node {n} attribute {} = {} / {:?}",
+                attr.name, attr.i, attr.ints
+            )
+        }
+        1 => {
+            let t = rng.random_range(0..g.initializer.len());
+            let init = &mut g.initializer[t];
+            if let Some(v) = init.int64_data.iter_mut().next() {
+                *v = pick(rng);
+            }
+            format!("initializer {} data {:?}", init.name, init.int64_data)
+        }
+        2 => {
+            let t = rng.random_range(0..g.initializer.len());
+            let init = &mut g.initializer[t];
+            init.dims = (0..rng.random_range(0..3)).map(|_| pick(rng)).collect();
+            format!("initializer {} dims {:?}", init.name, init.dims)
+        }
+        3 => {
+            let dims = &mut g.input[0]
+                .r#type
+                .as_mut()
+                .unwrap()
+                .tensor_type
+                .as_mut()
+                .unwrap()
+                .shape
+                .as_mut()
+                .unwrap()
+                .dim;
+            let d = rng.random_range(0..dims.len());
+            dims[d].dim_value = Some(pick(rng));
+            format!("input dim {d} = {:?}", dims[d].dim_value)
+        }
+        4 => {
+            let n = rng.random_range(0..g.node.len());
+            let node = g.node.remove(n);
+            format!("removed node {}", node.name)
+        }
+        5 => {
+            let n = rng.random_range(0..g.node.len());
+            let i = rng.random_range(0..g.node[n].input.len().max(1));
+            let other = rng.random_range(0..g.node.len());
+            let name = g.node[other].output.first().cloned().unwrap_or_default();
+            if let Some(slot) = g.node[n].input.get_mut(i) {
+                *slot = name.clone();
+            }
+            format!("node {n} input {i} = '{name}'")
+        }
+        _ => {
+            let n = rng.random_range(0..g.node.len());
+            let dup = g.node[n].clone();
+            g.node.insert(rng.random_range(0..g.node.len()), dup);
+            format!("duplicated node {n}")
+        }
+    }
+}
+
+#[test]
+fn structural_mutations_never_panic() {
+    use prost::Message;
+    let original = shapejit_onnx::decode_model(rich_model()).unwrap();
+    let mut rng = SmallRng::seed_from_u64(77);
+    for round in 0..1500 {
+        let mut m = original.clone();
+        let edits: Vec<String> = (0..rng.random_range(1..3))
+            .map(|_| mutate(&mut m, &mut rng))
+            .collect();
+        let bytes = Bytes::from(m.encode_to_vec());
+        let res = std::panic::catch_unwind(|| shapejit_onnx::load_bytes(bytes, None).map(|_| ()));
+        assert!(
+            res.is_ok(),
+            "round {round}: the importer panicked after {edits:?}"
+        );
+    }
+}

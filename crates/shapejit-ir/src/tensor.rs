@@ -77,8 +77,8 @@ impl Tensor {
             return Err(TensorError::SizeMismatch {
                 shape: shape.to_vec(),
                 dtype: T::DTYPE,
-                expected: numel * T::DTYPE.size(),
-                actual: data.len() * T::DTYPE.size(),
+                expected: numel.saturating_mul(T::DTYPE.size()),
+                actual: data.len().saturating_mul(T::DTYPE.size()),
             });
         }
         Ok(Tensor {
@@ -235,6 +235,8 @@ mod tests {
         assert!(t.as_slice::<i64>().is_err());
         assert!(Tensor::from_vec(vec![1f32], &[2]).is_err());
         assert!(Tensor::zeros(DType::F32, &[usize::MAX, 2]).is_err());
+        // a mismatch on a huge shape reports sizes without overflowing
+        assert!(Tensor::from_vec(vec![1f32], &[usize::MAX / 2]).is_err());
         let unaligned = Bytes::from(vec![0u8; 9]).slice(1..9);
         let c = Tensor::from_bytes_or_copy(DType::F32, &[2], unaligned).unwrap();
         assert_eq!(c.as_slice::<f32>().unwrap(), &[0., 0.]);

@@ -34,5 +34,31 @@ pub mod print;
 pub use parse::parse;
 pub use print::Elided;
 
+use crate::verify::verify;
+
+/// The property fuzzing checks on any text: parsing, verifying and printing
+/// never panic, and a text that parses prints to a fixed point
+/// (`print(parse(print(g))) == print(g)`).
+///
+/// Returns `Ok(None)` when `text` does not parse, `Ok(Some(printed))` when it
+/// does and the round trip is stable, and `Err` describing the instability.
+pub fn check_round_trip(text: &str) -> Result<Option<String>, String> {
+    let Ok(graph) = parse(text) else {
+        return Ok(None);
+    };
+    let _ = verify(&graph);
+    let _ = graph.display_elided().to_string();
+    let printed = graph.to_string();
+    let again =
+        parse(&printed).map_err(|e| format!("printed graph does not parse: {e}\n{printed}"))?;
+    let reprinted = again.to_string();
+    if reprinted != printed {
+        return Err(format!(
+            "print is not stable:\n{printed}\n---- became ----\n{reprinted}"
+        ));
+    }
+    Ok(Some(printed))
+}
+
 #[cfg(test)]
 mod tests;

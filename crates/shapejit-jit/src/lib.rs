@@ -4,8 +4,8 @@
 //! - [`ElementwiseSpec`] → [`ElementwiseKernel`]: a [`Program`] over strided inputs;
 //! - [`RowSpec`] → [`RowKernel`]: softmax / log-softmax / layer-norm / reductions over
 //!   the last axis with elementwise prologue and epilogue;
-//! - [`MatMulEpilogueSpec`] → [`MatMulKernel`]: a GEMM from `shapejit-kernels` followed
-//!   by one fused elementwise pass over its output.
+//! - matmul epilogues are an [`ElementwiseSpec`] whose input 0 is the GEMM output,
+//!   run in place over it (one fused pass; see [`ElementwiseKernel`]'s aliasing rule).
 //!
 //! Every dim of the shape is folded into the code; a [`ShapeMode::Family`] kernel keeps
 //! the outermost dim as a runtime argument instead, so one kernel serves every batch
@@ -24,6 +24,7 @@ mod isa;
 mod kernel;
 mod layout;
 mod program;
+mod row;
 
 pub use elementwise::{ElementwiseKernel, ElementwiseSpec, compile_elementwise};
 pub use error::JitError;
@@ -31,3 +32,4 @@ pub use isa::check_host;
 pub use kernel::{CompiledCode, live_code_bytes, live_kernels};
 pub use layout::{InputLayout, ShapeMode, contiguous_strides, required_len};
 pub use program::{BinaryOp, CmpOp, InputId, Op, Program, UnaryOp, ValueId, ValueType};
+pub use row::{RowInput, RowKernel, RowOp, RowSpec, compile_row};

@@ -9,3 +9,4 @@ pub(crate) mod lanes;
 pub(crate) mod loops;
 pub(crate) mod math;
 pub(crate) mod program;
+pub(crate) mod row;

@@ -1,0 +1,249 @@
+//! Row kernels against naive f64 references: softmax, log-softmax, layer-norm with
+//! scale and bias, sum/mean/max, with prologues and epilogues, row lengths that are
+//! not multiples of the vector width, broadcast inputs, family kernels over rows.
+//!
+//! Tolerance: |jit − f64| ≤ 3e-6·(1 + |f64|)·√row_len/4 + 1e-6 (f32 accumulation over
+//! a row plus the exp/log ulp bounds).
+
+mod common;
+
+use common::{Rng, eval64};
+use proptest::prelude::*;
+use shapejit_jit::{
+    BinaryOp, JitError, Op, Program, RowInput, RowOp, RowSpec, ShapeMode, UnaryOp, compile_row,
+};
+
+/// Reference for one row of already-computed prologue values `x`, before the epilogue.
+fn reference_row(op: RowOp, x: &[f64]) -> Vec<f64> {
+    let n = x.len() as f64;
+    let max = x.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    match op {
+        RowOp::Softmax => {
+            let s: f64 = x.iter().map(|v| (v - max).exp()).sum();
+            x.iter().map(|v| (v - max).exp() / s).collect()
+        }
+        RowOp::LogSoftmax => {
+            let s: f64 = x.iter().map(|v| (v - max).exp()).sum();
+            x.iter().map(|v| v - max - s.ln()).collect()
+        }
+        RowOp::LayerNorm { eps } => {
+            let mean = x.iter().sum::<f64>() / n;
+            let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+            x.iter()
+                .map(|v| (v - mean) / (var + eps as f64).sqrt())
+                .collect()
+        }
+        RowOp::Sum => vec![x.iter().sum()],
+        RowOp::Mean => vec![x.iter().sum::<f64>() / n],
+        RowOp::Max => vec![max],
+    }
+}
+
+struct Case {
+    spec: RowSpec,
+    buffers: Vec<Vec<f32>>,
+}
+
+/// Inputs: 0 = x `[rows, len]`, 1 = residual `[rows, len]`, 2 = per-row scalar
+/// (`row_stride 1, elem_stride 0`), 3 = per-column vector (`row_stride 0`).
+fn case(
+    op: RowOp,
+    rows: usize,
+    len: usize,
+    mode: ShapeMode,
+    with_epilogue: bool,
+    seed: u64,
+) -> Case {
+    let mut rng = Rng(seed | 1);
+    let inputs = vec![
+        RowInput {
+            row_stride: len,
+            elem_stride: 1,
+        },
+        RowInput {
+            row_stride: len,
+            elem_stride: 1,
+        },
+        RowInput {
+            row_stride: 1,
+            elem_stride: 0,
+        },
+        RowInput {
+            row_stride: 0,
+            elem_stride: 1,
+        },
+    ];
+    let buffers = vec![
+        rng.vec(rows * len, -3.0, 3.0),
+        rng.vec(rows * len, -1.0, 1.0),
+        rng.vec(rows, -1.0, 1.0),
+        rng.vec(len, 0.5, 1.5),
+    ];
+    // prologue: x + 0.5·residual + rowscalar
+    let mut prologue = Program::new();
+    let (x, r, s) = (prologue.input(0), prologue.input(1), prologue.input(2));
+    let half = prologue.constant(0.5);
+    let hr = prologue.binary(BinaryOp::Mul, r, half);
+    let a = prologue.binary(BinaryOp::Add, x, hr);
+    let v = prologue.binary(BinaryOp::Add, a, s);
+    prologue.output(v);
+    let epilogue = with_epilogue.then(|| {
+        let mut e = Program::new();
+        let y = e.push(Op::RowResult);
+        let out = if op.is_reduction() {
+            let t = e.unary(UnaryOp::Tanh, y);
+            let c = e.constant(2.0);
+            e.binary(BinaryOp::Mul, t, c)
+        } else {
+            let g = e.input(3);
+            let m = e.binary(BinaryOp::Mul, y, g);
+            e.unary(UnaryOp::Sigmoid, m)
+        };
+        e.output(out);
+        e
+    });
+    Case {
+        spec: RowSpec {
+            name: format!("{op:?}"),
+            rows,
+            row_len: len,
+            mode,
+            inputs,
+            prologue,
+            op,
+            epilogue,
+        },
+        buffers,
+    }
+}
+
+fn check(case: &Case, rows: usize) {
+    let kernel = compile_row(&case.spec).expect("compiles");
+    let len = case.spec.row_len;
+    let out_len = if case.spec.op.is_reduction() {
+        rows
+    } else {
+        rows * len
+    };
+    let mut out = vec![f32::NAN; out_len];
+    let slices: Vec<&[f32]> = case.buffers.iter().map(|b| b.as_slice()).collect();
+    kernel.run(&slices, &mut out, rows).expect("runs");
+    let tol = |w: f64| 3e-6 * (1.0 + w.abs()) * ((len as f64).sqrt() / 4.0).max(1.0) + 1e-6;
+    for r in 0..rows {
+        let x: Vec<f64> = (0..len)
+            .map(|j| {
+                let vals: Vec<f64> = case
+                    .spec
+                    .inputs
+                    .iter()
+                    .zip(&case.buffers)
+                    .map(|(i, b)| b[r * i.row_stride + j * i.elem_stride] as f64)
+                    .collect();
+                eval64(&case.spec.prologue, &vals, None)[0]
+            })
+            .collect();
+        let ys = reference_row(case.spec.op, &x);
+        for (j, &y) in ys.iter().enumerate() {
+            let want = match &case.spec.epilogue {
+                Some(e) => {
+                    let vals: Vec<f64> = case
+                        .spec
+                        .inputs
+                        .iter()
+                        .zip(&case.buffers)
+                        .map(|(i, b)| {
+                            b.get(r * i.row_stride + j * i.elem_stride)
+                                .copied()
+                                .unwrap_or(0.0) as f64
+                        })
+                        .collect();
+                    eval64(e, &vals, Some(y))[0]
+                }
+                None => y,
+            };
+            let got = out[if case.spec.op.is_reduction() {
+                r
+            } else {
+                r * len + j
+            }] as f64;
+            assert!(
+                (got - want).abs() <= tol(want),
+                "{:?} row {r} elem {j} (len {len}): got {got}, want {want}",
+                case.spec.op
+            );
+        }
+    }
+}
+
+fn op_strategy() -> impl Strategy<Value = RowOp> {
+    prop_oneof![
+        Just(RowOp::Softmax),
+        Just(RowOp::LogSoftmax),
+        Just(RowOp::LayerNorm { eps: 1e-5 }),
+        Just(RowOp::Sum),
+        Just(RowOp::Mean),
+        Just(RowOp::Max),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn row_kernels_match_reference(op in op_strategy(), rows in 1usize..6, len in 1usize..80, epi in any::<bool>(), seed in any::<u64>()) {
+        check(&case(op, rows, len, ShapeMode::Exact, epi, seed), rows);
+    }
+
+    #[test]
+    fn family_row_kernels_serve_any_row_count(op in op_strategy(), rows in 1usize..40, len in 1usize..40, seed in any::<u64>()) {
+        // compiled for 3 rows, run with `rows`
+        let mut c = case(op, rows, len, ShapeMode::Family, true, seed);
+        c.spec.rows = 3;
+        check(&c, rows);
+    }
+}
+
+#[test]
+fn layer_norm_with_scale_and_bias() {
+    let (rows, len) = (5, 37);
+    let spec = RowSpec::layer_norm("ln", rows, len, 1e-5, ShapeMode::Exact);
+    let mut rng = Rng(9);
+    let x = rng.vec(rows * len, -2.0, 2.0);
+    let g = rng.vec(len, 0.5, 1.5);
+    let bias = rng.vec(len, -0.5, 0.5);
+    let kernel = compile_row(&spec).expect("compiles");
+    let mut out = vec![0.0; rows * len];
+    kernel.run(&[&x, &g, &bias], &mut out, 0).expect("runs");
+    for r in 0..rows {
+        let row: Vec<f64> = x[r * len..(r + 1) * len]
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
+        let y = reference_row(RowOp::LayerNorm { eps: 1e-5 }, &row);
+        for j in 0..len {
+            let want = y[j] * g[j] as f64 + bias[j] as f64;
+            assert!(
+                (out[r * len + j] as f64 - want).abs() < 1e-5,
+                "row {r} elem {j}"
+            );
+        }
+    }
+}
+
+#[test]
+fn invalid_row_specs_are_typed_errors() {
+    let mut c = case(RowOp::Softmax, 2, 8, ShapeMode::Exact, false, 1);
+    c.spec.inputs[0].elem_stride = 2;
+    let err = compile_row(&c.spec).unwrap_err();
+    assert!(
+        matches!(err, JitError::InvalidSpec { .. }) && err.to_string().contains("element stride"),
+        "{err}"
+    );
+    let mut c = case(RowOp::Sum, 2, 8, ShapeMode::Exact, false, 1);
+    let mut e = Program::new();
+    let x = e.input(0);
+    e.output(x);
+    c.spec.epilogue = Some(e);
+    let err = compile_row(&c.spec).unwrap_err();
+    assert!(err.to_string().contains("epilogue"), "{err}");
+}

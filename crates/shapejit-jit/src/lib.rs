@@ -4,8 +4,8 @@
 //! - [`ElementwiseSpec`] → [`ElementwiseKernel`]: a [`Program`] over strided inputs;
 //! - [`RowSpec`] → [`RowKernel`]: softmax / log-softmax / layer-norm / reductions over
 //!   the last axis with elementwise prologue and epilogue;
-//! - matmul epilogues are an [`ElementwiseSpec`] whose input 0 is the GEMM output,
-//!   run in place over it (one fused pass; see [`ElementwiseKernel`]'s aliasing rule).
+//! - [`MatMulEpilogueSpec`] → [`MatMulKernel`]: the GEMM of `shapejit-kernels`, then
+//!   one fused elementwise pass over its output (bias, activation, residual add).
 //!
 //! Every dim of the shape is folded into the code; a [`ShapeMode::Family`] kernel keeps
 //! the outermost dim as a runtime argument instead, so one kernel serves every batch
@@ -23,6 +23,7 @@ mod error;
 mod isa;
 mod kernel;
 mod layout;
+mod matmul;
 mod program;
 mod row;
 
@@ -31,5 +32,6 @@ pub use error::JitError;
 pub use isa::check_host;
 pub use kernel::{CompiledCode, live_code_bytes, live_kernels};
 pub use layout::{InputLayout, ShapeMode, contiguous_strides, required_len};
+pub use matmul::{MatMulEpilogueSpec, MatMulKernel, compile_matmul_epilogue};
 pub use program::{BinaryOp, CmpOp, InputId, Op, Program, UnaryOp, ValueId, ValueType};
 pub use row::{RowInput, RowKernel, RowOp, RowSpec, compile_row};

@@ -1,0 +1,153 @@
+//! Matmul epilogues: `shapejit-kernels`' GEMM (called from Rust), then one compiled
+//! elementwise pass over its output applying the epilogue (bias, activation,
+//! residual add) in place.
+//!
+//! The epilogue is an [`ElementwiseSpec`] program whose input 0 is the GEMM output
+//! element and whose inputs 1.. are the extra inputs, strided relative to the output
+//! shape. It reads and writes the output buffer in place, which the elementwise
+//! kernel's aliasing rule allows (output = input 0 with the same contiguous layout).
+//!
+//! **Invariant:** the output is written twice: by the GEMM, then element by element
+//! by the epilogue; nothing else reads it in between.
+
+use shapejit_kernels::{View, ViewMut, matmul::matmul};
+
+use crate::elementwise::{ElementwiseKernel, ElementwiseSpec, compile_elementwise};
+use crate::error::JitError;
+use crate::kernel::CompiledCode;
+use crate::layout::{InputLayout, ShapeMode};
+use crate::program::Program;
+
+/// What to compile.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MatMulEpilogueSpec {
+    /// kernel name
+    pub name: String,
+    /// output shape `[batch…, m, n]` (dim 0 a representative in family mode)
+    pub out_shape: Vec<usize>,
+    /// whether dim 0 is folded or the runtime `outer`
+    pub mode: ShapeMode,
+    /// scale of the product
+    pub alpha: f32,
+    /// the epilogue: input 0 = product element, inputs 1.. = `extra_inputs`; one output
+    pub epilogue: Program,
+    /// layouts of the extra inputs, strides relative to `out_shape`
+    pub extra_inputs: Vec<InputLayout>,
+}
+
+/// A compiled matmul + epilogue.
+#[derive(Debug)]
+pub struct MatMulKernel {
+    epilogue: ElementwiseKernel,
+    alpha: f32,
+}
+
+/// Compiles the epilogue of `spec`.
+pub fn compile_matmul_epilogue(spec: &MatMulEpilogueSpec) -> Result<MatMulKernel, JitError> {
+    if spec.out_shape.len() < 2 {
+        return Err(JitError::InvalidSpec {
+            kind: "matmul epilogue",
+            reason: format!("output shape {:?} has rank < 2", spec.out_shape),
+        });
+    }
+    if spec.epilogue.outputs.len() != 1 {
+        return Err(JitError::InvalidSpec {
+            kind: "matmul epilogue",
+            reason: format!(
+                "the epilogue has {} outputs, need 1",
+                spec.epilogue.outputs.len()
+            ),
+        });
+    }
+    let mut inputs = vec![InputLayout::contiguous(&spec.out_shape)];
+    inputs.extend(spec.extra_inputs.iter().cloned());
+    let epilogue = compile_elementwise(&ElementwiseSpec {
+        name: spec.name.clone(),
+        shape: spec.out_shape.clone(),
+        mode: spec.mode,
+        inputs,
+        program: spec.epilogue.clone(),
+    })?;
+    Ok(MatMulKernel {
+        epilogue,
+        alpha: spec.alpha,
+    })
+}
+
+impl MatMulKernel {
+    /// The epilogue's code.
+    pub fn code(&self) -> &CompiledCode {
+        self.epilogue.code()
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> ShapeMode {
+        self.epilogue.mode()
+    }
+
+    /// The output shape of a call with `outer`.
+    pub fn shape_for(&self, outer: usize) -> Vec<usize> {
+        self.epilogue.shape_for(outer)
+    }
+
+    /// `out = epilogue(alpha · a @ b, extras…)`. `a`, `b` are `[batch…, m, k]`,
+    /// `[batch…, k, n]` views (broadcast batch dims with stride 0); `out` is contiguous.
+    pub fn run(
+        &self,
+        a: &View<f32>,
+        b: &View<f32>,
+        extras: &[&[f32]],
+        out: &mut [f32],
+        outer: usize,
+    ) -> Result<(), JitError> {
+        let name = || self.code().name().to_string();
+        let bad = |what: String, expected: usize, actual: usize| JitError::BadCall {
+            kernel: name(),
+            what,
+            expected,
+            actual,
+        };
+        let shape = self.shape_for(outer);
+        let numel = self
+            .epilogue
+            .output_len(outer)
+            .ok_or_else(|| bad("output extent".to_string(), usize::MAX, 0))?;
+        if out.len() < numel {
+            return Err(bad("output length".to_string(), numel, out.len()));
+        }
+        if extras.len() + 1 != self.epilogue.n_inputs() {
+            return Err(bad(
+                "extra inputs".to_string(),
+                self.epilogue.n_inputs() - 1,
+                extras.len(),
+            ));
+        }
+        for (k, extra) in extras.iter().enumerate() {
+            let need = self
+                .epilogue
+                .input_len(k + 1, outer)
+                .ok_or_else(|| bad(format!("extra input {k} extent"), usize::MAX, 0))?;
+            if extra.len() < need {
+                return Err(bad(format!("extra input {k} length"), need, extra.len()));
+            }
+        }
+        {
+            let mut view =
+                ViewMut::contiguous(&mut out[..numel], &shape).map_err(|e| JitError::Gemm {
+                    kernel: name(),
+                    message: e.to_string(),
+                })?;
+            matmul(&mut view, a, b, self.alpha, false).map_err(|e| JitError::Gemm {
+                kernel: name(),
+                message: e.to_string(),
+            })?;
+        }
+        let out_ptr = out.as_mut_ptr();
+        let mut in_ptrs: Vec<*const f32> = vec![out_ptr.cast_const()];
+        in_ptrs.extend(extras.iter().map(|s| s.as_ptr()));
+        // SAFETY: every extent was checked above; the output aliases only input 0, which
+        // has the output's own contiguous layout (allowed by the elementwise contract).
+        unsafe { self.epilogue.run_unchecked(&in_ptrs, &[out_ptr], outer) };
+        Ok(())
+    }
+}

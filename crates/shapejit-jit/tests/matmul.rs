@@ -1,0 +1,135 @@
+//! Matmul epilogues against a naive f64 product plus the epilogue evaluated in f64:
+//! bias + gelu, residual add, family kernels over the batch dim, broadcast weights.
+//!
+//! Tolerance: |jit − f64| ≤ 1e-5·(1 + Σ|a||b|) (the GEMM's f32 accumulation).
+
+mod common;
+
+use common::{Rng, eval64};
+use shapejit_jit::{
+    BinaryOp, InputLayout, JitError, MatMulEpilogueSpec, Program, ShapeMode, UnaryOp,
+    compile_matmul_epilogue,
+};
+use shapejit_kernels::{StridedShape, View};
+
+fn bias_gelu_residual() -> Program {
+    let mut p = Program::new();
+    let (y, bias, res) = (p.input(0), p.input(1), p.input(2));
+    let s = p.binary(BinaryOp::Add, y, bias);
+    let g = p.unary(UnaryOp::GeluErf, s);
+    let o = p.binary(BinaryOp::Add, g, res);
+    p.output(o);
+    p
+}
+
+fn check(batch: usize, m: usize, k: usize, n: usize, mode: ShapeMode, compiled_batch: usize) {
+    let mut rng = Rng((batch * 1000 + m * 100 + k * 10 + n) as u64);
+    let a = rng.vec(batch * m * k, -1.0, 1.0);
+    let w = rng.vec(k * n, -1.0, 1.0);
+    let bias = rng.vec(n, -0.5, 0.5);
+    let res = rng.vec(batch * m * n, -1.0, 1.0);
+    let spec = MatMulEpilogueSpec {
+        name: "mm".to_string(),
+        out_shape: vec![compiled_batch, m, n],
+        mode,
+        alpha: 1.0,
+        epilogue: bias_gelu_residual(),
+        extra_inputs: vec![
+            InputLayout::broadcast(&[n], &[compiled_batch, m, n]).unwrap(),
+            InputLayout::contiguous(&[compiled_batch, m, n]),
+        ],
+    };
+    let kernel = compile_matmul_epilogue(&spec).expect("compiles");
+    let av = View::contiguous(&a, &[batch, m, k]).unwrap();
+    // weights broadcast over the batch: stride 0
+    let wv = View::new(
+        &w,
+        StridedShape::new(&[batch, k, n], &[0, n as isize, 1], 0).unwrap(),
+    )
+    .unwrap();
+    let mut out = vec![f32::NAN; batch * m * n];
+    kernel
+        .run(&av, &wv, &[&bias, &res], &mut out, batch)
+        .expect("runs");
+    for bi in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                let (mut dot, mut mag) = (0f64, 0f64);
+                for l in 0..k {
+                    let p = a[(bi * m + i) * k + l] as f64 * w[l * n + j] as f64;
+                    dot += p;
+                    mag += p.abs();
+                }
+                let idx = (bi * m + i) * n + j;
+                let want = eval64(
+                    &spec.epilogue,
+                    &[dot, bias[j] as f64, res[idx] as f64],
+                    None,
+                )[0];
+                let got = out[idx] as f64;
+                assert!(
+                    (got - want).abs() <= 1e-5 * (1.0 + mag),
+                    "[{bi},{i},{j}]: got {got}, want {want}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn exact_epilogues_match_reference() {
+    for (m, k, n) in [(1, 1, 1), (3, 5, 7), (8, 16, 33), (17, 9, 64)] {
+        check(2, m, k, n, ShapeMode::Exact, 2);
+    }
+}
+
+#[test]
+fn family_epilogue_serves_every_batch() {
+    for batch in [1, 2, 3, 5, 16, 33] {
+        check(batch, 4, 8, 19, ShapeMode::Family, 4);
+    }
+}
+
+#[test]
+fn bad_calls_are_typed_errors() {
+    let spec = MatMulEpilogueSpec {
+        name: "mm".to_string(),
+        out_shape: vec![2, 3],
+        mode: ShapeMode::Exact,
+        alpha: 1.0,
+        epilogue: bias_gelu_residual(),
+        extra_inputs: vec![
+            InputLayout::broadcast(&[3], &[2, 3]).unwrap(),
+            InputLayout::contiguous(&[2, 3]),
+        ],
+    };
+    let kernel = compile_matmul_epilogue(&spec).expect("compiles");
+    let a = vec![0.0f32; 8];
+    let b = vec![0.0f32; 12];
+    let (av, bv) = (
+        View::contiguous(&a, &[2, 4]).unwrap(),
+        View::contiguous(&b, &[4, 3]).unwrap(),
+    );
+    let mut out = vec![0.0f32; 6];
+    let err = kernel.run(&av, &bv, &[&[0.0; 3]], &mut out, 0).unwrap_err();
+    assert!(matches!(err, JitError::BadCall { .. }), "{err}");
+    let err = kernel
+        .run(&av, &bv, &[&[0.0; 3], &[0.0; 5]], &mut out, 0)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            JitError::BadCall {
+                expected: 6,
+                actual: 5,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let wrong = View::contiguous(&b, &[3, 4]).unwrap();
+    let err = kernel
+        .run(&av, &wrong, &[&[0.0; 3], &[0.0; 6]], &mut out, 0)
+        .unwrap_err();
+    assert!(matches!(err, JitError::Gemm { .. }), "{err}");
+}

@@ -59,10 +59,17 @@ pub struct Profile {
     pub wall_us: f64,
     /// bytes held by the runtime's arena after the runs
     pub arena_bytes: usize,
+    /// time spent allocating (growing) arena buffers during the runs
+    pub arena_alloc_us: f64,
     /// per op type, most expensive first
     pub by_op: Vec<OpTime>,
     /// per slot, most expensive first
     pub by_slot: Vec<SlotTime>,
+}
+
+/// Process-wide arena allocation time so far, µs (take the difference around runs).
+pub fn arena_alloc_us() -> f64 {
+    shapejit::vm::arena::alloc_ns() as f64 / 1e3
 }
 
 /// What the caller measured around the runs.
@@ -77,6 +84,8 @@ pub struct Measured {
     pub wall_us: f64,
     /// arena size after the runs
     pub arena_bytes: usize,
+    /// arena allocation time during the runs
+    pub arena_alloc_us: f64,
 }
 
 fn slot_times(s: &SlotStats) -> (u64, f64, f64) {
@@ -139,6 +148,7 @@ pub fn build(stats: &Stats, measured: &Measured) -> Profile {
         runs: measured.runs,
         wall_us: measured.wall_us,
         arena_bytes: measured.arena_bytes,
+        arena_alloc_us: measured.arena_alloc_us,
         by_op,
         by_slot,
     }
@@ -150,12 +160,13 @@ pub fn render(p: &Profile, top: usize) -> String {
     // `write!` to a String cannot fail; the results are ignored throughout.
     let _ = writeln!(
         out,
-        "setup {:.2} ms, first iteration {:.1} µs, {} runs in {:.1} ms, arena {:.1} KiB",
+        "setup {:.2} ms, first iteration {:.1} µs, {} runs in {:.1} ms, arena {:.1} KiB allocated in {:.1} µs",
         p.setup_ms,
         p.first_iteration_us,
         p.runs,
         p.wall_us / 1e3,
-        p.arena_bytes as f64 / 1024.0
+        p.arena_bytes as f64 / 1024.0,
+        p.arena_alloc_us
     );
     let accounted: f64 = p.by_op.iter().map(|o| o.share).sum();
     let _ = writeln!(

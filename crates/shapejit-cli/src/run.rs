@@ -160,6 +160,7 @@ pub fn main(args: Args) -> Result<()> {
     let (module, setup) =
         crate::model::load(&args.model, crate::model::options(args.tier, args.compile))?;
     let inputs = make_inputs(&module, &args)?;
+    let alloc_before = profile::arena_alloc_us();
     let mut rt = module.runtime();
     let mut outputs = Vec::new();
     let mut first_us = 0.0;
@@ -196,6 +197,7 @@ pub fn main(args: Args) -> Result<()> {
                 runs: args.iters as usize,
                 wall_us,
                 arena_bytes: rt.vm().arena_bytes(),
+                arena_alloc_us: profile::arena_alloc_us() - alloc_before,
             };
             Some(profile::build(stats, &measured))
         }

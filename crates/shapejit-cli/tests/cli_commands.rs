@@ -132,6 +132,7 @@ fn run_prints_stats_and_profile() {
         "time per op type",
         "time per slot",
         "first iteration",
+        "allocated in",
     ] {
         assert!(text.contains(needle), "missing '{needle}' in:\n{text}");
     }

@@ -212,6 +212,7 @@ fn run_tier(
     let options = model::options(tier_arg, compile);
     let promote = options.promote_threshold as usize;
     let (module, setup) = model::load(&args.model, options)?;
+    let alloc_before = profile::arena_alloc_us();
     let mut rt = module.runtime();
     let fixed = (tier == BenchTier::JitFixed)
         .then(|| most_common(steps))
@@ -280,6 +281,7 @@ fn run_tier(
         runs: steps.len(),
         wall_us,
         arena_bytes: rt.vm().arena_bytes(),
+        arena_alloc_us: profile::arena_alloc_us() - alloc_before,
     };
     let prof = serde_json::to_value(profile::build(&stats, &measured))?;
     let summary = summary::summarize(

@@ -149,3 +149,26 @@ pub struct WorkloadInfo {
     /// warm-up iterations (not in the statistics)
     pub warmup: usize,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The minimal document `benches/peers/ort_bench.py` writes reads back.
+    #[test]
+    fn reads_a_peer_report_with_only_the_required_fields() {
+        let text = r#"{"engine": "onnxruntime", "model": "m.onnx",
+            "workload": {"spec": "fixed:4", "seed": 7, "iters": 2, "warmup": 1},
+            "tiers": [{"tier": "ort1", "mean_us": 10.0, "compile_count": 0, "compile_ms_total": 0.0,
+                       "cache_hit_rate": 0.0, "first_call_after_new_shape_us": 12.0,
+                       "per_batch": {"4": {"median_us": 10.0, "p90_us": 11.0, "p99_us": 12.0, "count": 1}}}],
+            "iterations": [{"iter": 0, "batch": 4, "latency_us": 12.0, "tier": "ort1", "served_by": "engine"},
+                           {"iter": 1, "dims": {"batch": 4, "seq": 2}, "latency_us": 10.0, "tier": "ort1", "served_by": "engine"}]}"#;
+        let report: Report = serde_json::from_str(text).unwrap();
+        assert_eq!(report.tiers[0].per_batch["4"].p99_us, 12.0);
+        assert_eq!(report.tiers[0].deopt_count, 0);
+        assert_eq!(report.iterations[0].label(), "4");
+        assert_eq!(report.iterations[1].label(), "batch=4,seq=2");
+        assert_eq!(report.iterations[1].served_by, ServedBy::Engine);
+    }
+}

@@ -12,6 +12,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+/// Most monomials [`Dim::checked_mul`] lets a product have.
+pub const MAX_TERMS: usize = 1024;
+
 /// A named symbolic dimension, such as `batch`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Symbol(Arc<str>);
@@ -119,6 +122,15 @@ impl Dim {
             total = total + term;
         }
         total
+    }
+
+    /// `self * rhs`, or `None` when the product could have more than
+    /// [`MAX_TERMS`] monomials (bounds the work hostile shapes can cause).
+    pub fn checked_mul(&self, rhs: &Dim) -> Option<Dim> {
+        if self.terms.len().saturating_mul(rhs.terms.len()) > MAX_TERMS {
+            return None;
+        }
+        Some(self.clone() * rhs.clone())
     }
 
     /// Exact division by a known integer; `None` if some coefficient is not divisible.

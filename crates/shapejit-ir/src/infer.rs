@@ -155,7 +155,7 @@ pub fn infer(op: &Op, inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Vec<I
         Op::Shape { start, end } => one(movement::shape_of(*start, *end, inputs)),
         Op::Size => {
             arity(inputs, 1, 1)?;
-            let numel = inputs[0].ty.shape.numel();
+            let numel = numel(&inputs[0].ty.shape)?;
             Ok(vec![Inferred::with_known(
                 DType::I64,
                 Shape::scalar(),
@@ -294,6 +294,18 @@ fn shape_operand(inputs: &[&ValueInfo], idx: usize) -> Result<(usize, Option<Vec
 
 /// Highest tensor rank inference accepts (bounds work on hostile inputs).
 pub const MAX_RANK: usize = 64;
+
+/// The element count of a shape as a dim (an error when too complex).
+fn numel(shape: &Shape) -> Result<Dim, String> {
+    shape
+        .checked_numel()
+        .ok_or_else(|| format!("the element count of {shape} is too large a dim expression"))
+}
+
+/// True when every dim is the known 1 (exactly one element).
+fn is_one_element(shape: &Shape) -> bool {
+    shape.dims().iter().all(|d| *d == Dim::known(1))
+}
 
 /// Rejects a known negative dim in an output shape.
 fn check_nonnegative(shape: &Shape, what: &str) -> Result<(), String> {

@@ -41,6 +41,14 @@ impl Shape {
         self.0.iter().cloned().fold(Dim::known(1), |a, b| a * b)
     }
 
+    /// The element count, or `None` when the product would exceed
+    /// [`crate::dim::MAX_TERMS`] monomials (see [`Dim::checked_mul`]).
+    pub fn checked_numel(&self) -> Option<Dim> {
+        self.0
+            .iter()
+            .try_fold(Dim::known(1), |a, b| a.checked_mul(b))
+    }
+
     /// Parses `[batch, 32, 256]` (brackets required, `[]` is a scalar).
     pub fn parse(text: &str) -> Result<Shape, DimParseError> {
         let t = text.trim();

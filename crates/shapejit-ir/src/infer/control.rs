@@ -5,7 +5,7 @@
 //! before and after the body) dtype and rank must agree; a dim that differs
 //! becomes a fresh symbol.
 
-use super::{InferCtx, Inferred, arity, expect_dtype, known_ints};
+use super::{InferCtx, Inferred, arity, expect_dtype, is_one_element, known_ints};
 use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::graph::{Graph, ValueId, ValueInfo, ValueType};
@@ -62,7 +62,7 @@ fn check_binds(parent: &ValueType, sub: &ValueType, what: &str) -> Result<(), St
 
 /// Checks a value is a bool with exactly one element.
 fn check_bool_scalar(info: &ValueInfo, idx: usize) -> Result<(), String> {
-    let one = info.ty.shape.numel() == Dim::known(1);
+    let one = is_one_element(&info.ty.shape);
     if info.ty.dtype != DType::Bool || !one {
         return Err(format!(
             "input {idx} is {}, expected bool with one element",
@@ -125,7 +125,7 @@ pub(super) fn loop_(
 ) -> Result<Vec<Inferred>, String> {
     arity(inputs, n_carried.saturating_add(2), usize::MAX)?;
     expect_dtype(inputs, 0, &[DType::I64])?;
-    if inputs[0].ty.shape.numel() != Dim::known(1) {
+    if !is_one_element(&inputs[0].ty.shape) {
         return Err(format!(
             "input 0 (max_trip) is {}, expected one element",
             inputs[0].ty
@@ -158,7 +158,7 @@ pub(super) fn loop_(
             1 + n_carried
         ));
     }
-    if body_out[0].dtype != DType::Bool || body_out[0].shape.numel() != Dim::known(1) {
+    if body_out[0].dtype != DType::Bool || !is_one_element(&body_out[0].shape) {
         return Err(format!(
             "body output 0 (cond) is {}, expected bool with one element",
             body_out[0]

@@ -100,7 +100,7 @@ fn binary_known(op: BinaryOp, a: &ValueInfo, b: &ValueInfo) -> Option<Vec<Dim>> 
             match op {
                 BinaryOp::Add => Some(x + y),
                 BinaryOp::Sub => Some(x - y),
-                BinaryOp::Mul => Some(x * y),
+                BinaryOp::Mul => x.checked_mul(&y),
                 BinaryOp::Div => x.div_dim(&y),
                 _ => None,
             }

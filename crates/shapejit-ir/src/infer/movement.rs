@@ -8,7 +8,7 @@
 use super::elementwise::broadcast;
 use super::{
     INTEGER, InferCtx, Inferred, MAX_KNOWN_ELEMS, MAX_RANK, arity, check_nonnegative, expect_dtype,
-    expect_rank, expect_same_dtype, known_ints, norm_axes, norm_axis, shape_operand,
+    expect_rank, expect_same_dtype, known_ints, norm_axes, norm_axis, numel, shape_operand,
 };
 use crate::dim::Dim;
 use crate::dtype::DType;
@@ -56,14 +56,14 @@ pub(super) fn reshape(
             _ => dims.push(d.clone()),
         }
     }
-    let numel = data.shape.numel();
+    let total = numel(&data.shape)?;
     if let Some(i) = infer_at {
-        let rest = Shape(dims.clone()).numel();
-        dims[i] = match (numel.div_dim(&rest), numel.as_known(), rest.as_known()) {
+        let rest = numel(&Shape(dims.clone()))?;
+        dims[i] = match (total.div_dim(&rest), total.as_known(), rest.as_known()) {
             (Some(q), _, _) => q,
             (None, Some(_), Some(_)) => {
                 return Err(format!(
-                    "cannot reshape {} ({numel} elements) to {target:?}: not divisible",
+                    "cannot reshape {} ({total} elements) to {target:?}: not divisible",
                     data.shape
                 ));
             }
@@ -71,7 +71,7 @@ pub(super) fn reshape(
         };
     }
     let out = Shape(dims);
-    if let (Some(a), Some(b)) = (numel.as_known(), out.numel().as_known())
+    if let (Some(a), Some(b)) = (total.as_known(), numel(&out)?.as_known())
         && a != b
     {
         return Err(format!(
@@ -179,9 +179,8 @@ pub(super) fn flatten(axis: i64, inputs: &[&ValueInfo]) -> Result<Inferred, Stri
             shape.rank()
         )
     })?;
-    let axis = if axis > shape.rank() { axis - 1 } else { axis };
-    let head = Shape(shape.dims()[..axis].to_vec()).numel();
-    let tail = Shape(shape.dims()[axis..].to_vec()).numel();
+    let head = numel(&Shape(shape.dims()[..axis].to_vec()))?;
+    let tail = numel(&Shape(shape.dims()[axis..].to_vec()))?;
     Ok(Inferred::new(inputs[0].ty.dtype, Shape(vec![head, tail])))
 }
 
@@ -412,8 +411,11 @@ pub(super) fn tile(inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Inferred
             x.dims()
                 .iter()
                 .zip(reps)
-                .map(|(d, r)| d.clone() * r)
-                .collect()
+                .map(|(d, r)| {
+                    d.checked_mul(&r)
+                        .ok_or_else(|| format!("dim {d} x repeat {r} is too large"))
+                })
+                .collect::<Result<Vec<Dim>, String>>()?
         }
         None => (0..len).map(|_| ctx.fresh_dim()).collect(),
     };

@@ -787,3 +787,21 @@ fn arity_errors() {
         "error: expected at least 1 input, got 0"
     );
 }
+
+#[test]
+fn huge_symbolic_products_are_errors_not_hangs() {
+    // 12 dims of two terms each: the expanded element count would have 4096 monomials.
+    let dims: Vec<Dim> = (0..12)
+        .map(|i| Dim::parse(&format!("a{i}+b{i}")).unwrap())
+        .collect();
+    let x = f32s(Shape(dims));
+    let out = one_shape(Op::Size, [x.clone()]);
+    assert!(out.ends_with("is too large a dim expression"), "{out}");
+    assert!(one_shape(Op::Flatten { axis: 12 }, [x]).starts_with("error: the element count"));
+    // known contents: a too-large product is simply not tracked
+    let k = known_vec(vec![Dim::parse("(a+b+c+d)*(e+f+g+h)*(i+j+k)").unwrap()]);
+    let sq = run(Op::Binary(BinaryOp::Mul), &[k.clone(), k])
+        .unwrap()
+        .remove(0);
+    assert_eq!(sq.known, None);
+}

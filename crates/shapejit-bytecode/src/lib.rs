@@ -9,6 +9,7 @@
 
 pub mod error;
 pub mod ids;
+pub mod image;
 pub mod instr;
 pub mod listing;
 pub mod lower;

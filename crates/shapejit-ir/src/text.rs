@@ -1,4 +1,4 @@
-//! The `.sjir` text format: [`std::fmt::Display`] for [`Graph`] prints it,
+//! The `.sjir` text format: [`std::fmt::Display`] for [`Graph`](crate::Graph) prints it,
 //! [`parse`] reads it.
 //!
 //! ```text

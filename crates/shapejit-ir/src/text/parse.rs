@@ -22,7 +22,7 @@ use crate::verify::MAX_NESTING;
 use bytes::Bytes;
 use std::collections::HashMap;
 
-/// Parses `.sjir` text into a graph (not verified: call [`crate::verify`]).
+/// Parses `.sjir` text into a graph (not verified: call [`crate::verify()`]).
 pub fn parse(text: &str) -> Result<Graph, IrError> {
     let tokens = tokenize(text)?;
     let mut p = Parser {

@@ -111,3 +111,17 @@ fn bytecode_listing(input: &str) -> String {
         Err(e) => format!("parse error: {e}"),
     }
 }
+
+/// The built-in models survive `.sjir`: print, parse, and get the same graph
+/// back (types, known contents and constant bytes included), which verifies.
+#[test]
+fn builtin_models_round_trip_through_sjir() {
+    for name in ["mlp", "elementwise", "transformer"] {
+        let graph = shapejit::builtin::by_name(name).unwrap_or_else(|| panic!("no builtin:{name}"));
+        ir::verify(&graph).unwrap_or_else(|e| panic!("builtin:{name}: {e}"));
+        let text = graph.to_string();
+        let parsed = ir::parse(&text).unwrap_or_else(|e| panic!("builtin:{name}: {e}"));
+        ir::verify(&parsed).unwrap_or_else(|e| panic!("builtin:{name} after parsing: {e}"));
+        assert!(parsed == graph, "builtin:{name} changed in the round trip");
+    }
+}

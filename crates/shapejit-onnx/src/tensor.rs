@@ -215,7 +215,7 @@ mod tests {
                 .collect::<Vec<u8>>(),
         );
         let base = buf.as_ptr() as usize;
-        let offset = (0..4).find(|o| (base + o) % 4 == 0).unwrap_or(0) + 4;
+        let offset = (0..4).find(|o| (base + o).is_multiple_of(4)).unwrap_or(0) + 4;
         let aligned = buf.slice(offset..offset + 8);
         let t = tensor_from_proto(&raw_tensor(aligned.clone()), &ExternalFiles::default()).unwrap();
         assert_eq!(

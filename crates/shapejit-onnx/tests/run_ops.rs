@@ -37,12 +37,14 @@ fn single(
 
 const TOL: (f64, f64) = (1e-5, 1e-4);
 
+type BinaryRef = fn(f64, f64) -> f64;
+
 #[test]
 fn binary_arithmetic_broadcasts() {
     let mut rng = r::rng(1);
     let a = r::random(&mut rng, &[2, 1, 4], 0.5, 2.0);
     let b = r::random(&mut rng, &[3, 1], 0.5, 2.0);
-    let cases: [(&str, fn(f64, f64) -> f64); 7] = [
+    let cases: [(&str, BinaryRef); 7] = [
         ("Add", |x, y| x + y),
         ("Sub", |x, y| x - y),
         ("Mul", |x, y| x * y),
@@ -138,19 +140,22 @@ fn comparisons_logic_and_where() {
     assert_close(&out[2], &w, 0.0, 0.0, "where");
 }
 
+/// (op, opset, attributes, positive inputs only, reference)
+type UnaryCase = (
+    &'static str,
+    i64,
+    Vec<shapejit_onnx::proto::AttributeProto>,
+    bool,
+    Box<dyn Fn(f64) -> f64>,
+);
+
 #[test]
 fn unary_activations() {
     let mut rng = r::rng(4);
     let x = r::random(&mut rng, &[2, 5], -2.5, 2.5);
     let pos = r::random(&mut rng, &[2, 5], 0.1, 3.0);
     let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
-    let cases: Vec<(
-        &str,
-        i64,
-        Vec<shapejit_onnx::proto::AttributeProto>,
-        bool,
-        Box<dyn Fn(f64) -> f64>,
-    )> = vec![
+    let cases: Vec<UnaryCase> = vec![
         ("Relu", 13, vec![], false, Box::new(|v: f64| v.max(0.0))),
         ("Neg", 13, vec![], false, Box::new(|v: f64| -v)),
         ("Abs", 13, vec![], false, Box::new(f64::abs)),

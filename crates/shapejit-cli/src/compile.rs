@@ -1,6 +1,7 @@
-//! `shapejit compile MODEL -o FILE.sjb`: lower once and write the bytecode image.
+//! `shapejit compile MODEL -o FILE.sjb`: lower once and write the mmap-able
+//! bytecode image (`shapejit_bytecode::image`).
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result};
 use std::path::PathBuf;
 
 /// Arguments of `shapejit compile`.
@@ -15,10 +16,19 @@ pub struct Args {
 
 /// Runs the command.
 pub fn main(args: Args) -> Result<()> {
-    // Load first, so a broken model is reported as such.
-    crate::model::load(&args.model, shapejit::Options::interp())?;
-    bail!(
-        "writing bytecode images is not available yet (the .sjb writer has not landed); '{}' was not written",
-        args.output.display()
-    )
+    let (module, _) = crate::model::load(&args.model, shapejit::Options::interp())?;
+    let program = module.program();
+    shapejit::bytecode::image::write(program, &args.output)
+        .with_context(|| format!("cannot write the image '{}'", args.output.display()))?;
+    let bytes = std::fs::metadata(&args.output)
+        .map(|m| m.len())
+        .unwrap_or(0);
+    crate::output::emit(&format!(
+        "wrote {} ({} bytes: {} instructions, {} constants, {} slots)\n",
+        args.output.display(),
+        bytes,
+        program.instrs.len(),
+        program.constants.len(),
+        program.slots.len()
+    ))
 }

@@ -76,13 +76,16 @@ fn clap_error(e: clap::Error) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    // The message is everything before the usage block, joined into one line.
     let rendered = e.render().to_string();
-    let first = rendered
+    let parts: Vec<&str> = rendered
         .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("error: invalid arguments");
-    let first = first.trim();
-    let first = first.strip_prefix("error: ").unwrap_or(first);
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+        .collect();
+    let joined = parts.join(" ").replace(" tip:", "; tip:");
+    let first = joined.strip_prefix("error: ").unwrap_or(&joined);
     eprintln!("error: {first} (see 'shapejit --help')");
     ExitCode::from(2)
 }

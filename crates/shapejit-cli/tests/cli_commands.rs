@@ -235,15 +235,33 @@ fn bad_inputs_fail_with_one_line() {
             "/nonexistent.json",
         ),
         (
-            &["compile", "builtin:mlp", "-o", "out.sjb"],
-            "not available yet",
+            &["compile", "builtin:mlp", "-o", "/nonexistent/dir/out.sjb"],
+            "/nonexistent/dir/out.sjb",
         ),
+        (&["compile", "builtin:mlp"], "--output"),
         (&["frobnicate"], "frobnicate"),
         (&[], "a command is needed"),
     ];
     for (args, needle) in cases {
         assert_fails(args, needle);
     }
+}
+
+#[test]
+fn compile_writes_an_image_that_loads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mlp.sjb");
+    let out = shapejit(&["compile", "builtin:mlp", "-o", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("wrote "), "{}", stdout(&out));
+    let loaded = shapejit::bytecode::image::load(&path).unwrap();
+    let module = shapejit::Module::load("builtin:mlp", shapejit::Options::interp()).unwrap();
+    assert_eq!(
+        loaded.to_string(),
+        module.program().to_string(),
+        "same listing after the round trip"
+    );
+    assert_eq!(loaded.constants, module.program().constants, "same weights");
 }
 
 #[test]

@@ -24,7 +24,7 @@ const PANEL_HEIGHT: f64 = 240.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 130.0;
 const TOP: f64 = 30.0;
-const GAP: f64 = 40.0;
+const GAP: f64 = 52.0;
 const PALETTE: [&str; 8] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
@@ -49,6 +49,19 @@ fn fmt_us(us: f64) -> String {
 fn trim(v: f64) -> String {
     let s = format!("{v:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A 1/2/5×10ᵏ step giving at most ~10 ticks over `n` iterations.
+fn tick_step(n: usize) -> usize {
+    let mut base = 1;
+    loop {
+        for m in [1, 2, 5] {
+            if n / (base * m) <= 10 {
+                return base * m;
+            }
+        }
+        base *= 10;
+    }
 }
 
 /// Renders the plot.
@@ -158,11 +171,21 @@ pub fn render(title: &str, series: &[Series<'_>], warmup: usize) -> String {
                 rec.served_by
             );
         }
+        let step = tick_step(n_iter);
+        for tick in (0..=n_iter).step_by(step) {
+            let x = x_of(tick);
+            let _ = writeln!(
+                svg,
+                r#"<line x1="{x:.1}" y1="{bottom:.1}" x2="{x:.1}" y2="{:.1}" stroke="black"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{tick}</text>"#,
+                bottom + 4.0,
+                bottom + 14.0
+            );
+        }
         let _ = writeln!(
             svg,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">iteration</text></g>"#,
             LEFT + plot_w / 2.0,
-            bottom + 14.0
+            bottom + 27.0
         );
     }
     let legend_x = WIDTH - RIGHT + 12.0;
@@ -209,6 +232,7 @@ mod tests {
         assert_eq!(escape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
         assert_eq!(fmt_us(1500.0), "1.5 ms");
         assert_eq!(fmt_us(20.0), "20 µs");
+        assert_eq!((tick_step(12), tick_step(500), tick_step(7)), (2, 50, 1));
     }
 
     #[test]

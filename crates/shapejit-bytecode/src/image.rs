@@ -371,6 +371,57 @@ mod tests {
         }
     }
 
+    /// Rewrites the metadata and fixes the checksum, so the edit reaches the
+    /// JSON parser and the verifier.
+    fn with_metadata(bytes: &[u8], edit: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        let meta_len = u64_at(bytes, 24) as usize;
+        let mut meta = bytes[HEADER_LEN..HEADER_LEN + meta_len].to_vec();
+        edit(&mut meta);
+        let weights = &bytes[u64_at(bytes, 32) as usize..];
+        let weights_offset = align_up(HEADER_LEN + meta.len());
+        let mut out = bytes[..HEADER_LEN].to_vec();
+        out[12..16].copy_from_slice(&crc32fast::hash(&meta).to_le_bytes());
+        out[24..32].copy_from_slice(&(meta.len() as u64).to_le_bytes());
+        out[32..40].copy_from_slice(&(weights_offset as u64).to_le_bytes());
+        out.extend_from_slice(&meta);
+        out.resize(weights_offset, 0);
+        out.extend_from_slice(weights);
+        out
+    }
+
+    #[test]
+    fn checksummed_metadata_edits_never_panic() {
+        let bytes = to_bytes(&program()).unwrap();
+        let meta_len = u64_at(&bytes, 24) as usize;
+        // A fixed pseudo-random walk (xorshift) over positions and replacement bytes.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let digits = b"0123456789-";
+        let mut loaded = 0;
+        for _ in 0..3000 {
+            let (pos, byte) = (
+                (next() as usize) % meta_len,
+                digits[(next() as usize) % digits.len()],
+            );
+            let edited = with_metadata(&bytes, |m| m[pos] = byte);
+            if from_bytes(Bytes::from(edited)).is_ok() {
+                loaded += 1;
+            }
+        }
+        // Some digit edits are harmless (a name, a constant's value); most are caught.
+        assert!(loaded < 3000, "every edit loaded");
+        let edited = with_metadata(&bytes, |m| m.truncate(m.len() / 2));
+        assert!(matches!(
+            from_bytes(Bytes::from(edited)),
+            Err(ImageError::Metadata(_))
+        ));
+    }
+
     #[test]
     fn a_program_failing_the_verifier_is_rejected() {
         let mut p = program();

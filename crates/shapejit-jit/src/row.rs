@@ -83,7 +83,7 @@ pub struct RowSpec {
     /// the row operation
     pub op: RowOp,
     /// applied to each result (`Op::RowResult`); exactly one output. For reductions it
-    /// may not read inputs.
+    /// may only read inputs with element stride 0 (one value per row).
     pub epilogue: Option<Program>,
 }
 
@@ -186,12 +186,22 @@ fn validate(spec: &RowSpec) -> Result<(), JitError> {
         )));
     }
     if let Some(epi) = &spec.epilogue {
-        let allowed_inputs = if spec.op.is_reduction() { 0 } else { n_inputs };
         epi.validate(ProgramContext {
-            n_inputs: allowed_inputs,
+            n_inputs,
             row_result: true,
         })
         .map_err(|e| invalid(format!("epilogue: {e}")))?;
+        if spec.op.is_reduction() {
+            for op in &epi.ops {
+                if let Op::Input(k) = op
+                    && spec.inputs[k.0 as usize].elem_stride != 0
+                {
+                    return Err(invalid(format!(
+                        "a reduction epilogue reads {k}, which varies along the row"
+                    )));
+                }
+            }
+        }
         if epi.outputs.len() != 1 {
             return Err(invalid(format!(
                 "the epilogue has {} outputs, need 1",

@@ -92,8 +92,8 @@ fn case(
         let y = e.push(Op::RowResult);
         let out = if op.is_reduction() {
             let t = e.unary(UnaryOp::Tanh, y);
-            let c = e.constant(2.0);
-            e.binary(BinaryOp::Mul, t, c)
+            let per_row = e.input(2);
+            e.binary(BinaryOp::Mul, t, per_row)
         } else {
             let g = e.input(3);
             let m = e.binary(BinaryOp::Mul, y, g);
@@ -245,5 +245,5 @@ fn invalid_row_specs_are_typed_errors() {
     e.output(x);
     c.spec.epilogue = Some(e);
     let err = compile_row(&c.spec).unwrap_err();
-    assert!(err.to_string().contains("epilogue"), "{err}");
+    assert!(err.to_string().contains("varies along the row"), "{err}");
 }

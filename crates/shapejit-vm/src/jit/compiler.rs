@@ -13,15 +13,15 @@
 
 use super::cache::SlotCache;
 use super::guard::{FamilySig, Guard, WeakSig};
-use super::kernel::{JitKernel, ShapeRule};
-use super::translate::translate;
+use super::kernel::{Code, JitKernel, ShapeRule};
+use super::translate::{Compiled, translate};
 use crate::module::Counters;
 use crate::options::Options;
 use crate::profile::bump;
 use crate::shape_key::ShapeKey;
 use crossbeam_channel::Receiver;
 use shapejit_bytecode::{Program, RegionId, SlotId};
-use shapejit_jit::{ShapeMode, compile_elementwise};
+use shapejit_jit::{ShapeMode, compile_elementwise, compile_matmul_epilogue, compile_row};
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -259,13 +259,19 @@ impl Shared {
         };
         let translated =
             translate(&self.program, region, &req.key, mode).map_err(|e| e.to_string())?;
-        let code = compile_elementwise(&translated.spec).map_err(|e| e.to_string())?;
-        let us = code.code().compile_time().as_micros() as u64;
-        Ok((
-            Arc::new(JitKernel::new(code, translated.out_shape, rule)),
-            guard,
-            us,
-        ))
+        let err = |e: shapejit_jit::JitError| e.to_string();
+        let code = match translated.compiled {
+            Compiled::Elementwise(spec) => {
+                Code::Elementwise(compile_elementwise(&spec).map_err(err)?)
+            }
+            Compiled::Row(spec) => Code::Row(compile_row(&spec).map_err(err)?, spec.row_len),
+            Compiled::MatMul(spec, operands) => {
+                Code::MatMul(compile_matmul_epilogue(&spec).map_err(err)?, operands)
+            }
+        };
+        let kernel = JitKernel::new(code, translated.out_shape, rule);
+        let us = kernel.compile_time().as_micros() as u64;
+        Ok((Arc::new(kernel), guard, us))
     }
 
     fn install(&self, slot: SlotId, guard: Guard, kernel: Arc<JitKernel>) {

@@ -1,17 +1,18 @@
-//! [`JitKernel`]: a compiled elementwise region as the interpreter's
-//! [`RegionKernel`].
+//! [`JitKernel`]: compiled code for a region, as the interpreter's [`RegionKernel`].
 //!
 //! **Invariant:** `run` is only called with inputs that passed the kernel's guard
 //! (the interpreter calls `lookup`, then `output_types` and `run` with the same
-//! inputs); it still goes through the checked `ElementwiseKernel::run`, so a mismatch
-//! is an `OpError`, never an out-of-bounds access.
+//! inputs); it still goes through the checked `run` of the `shapejit-jit` kernel, so
+//! a mismatch is an `OpError`, never an out-of-bounds access.
 
 use super::guard::rank_and_batch;
+use super::translate::MatMulOperands;
 use crate::hook::RegionKernel;
 use crate::ops::{OpError, OutType, OutTypes};
 use crate::tensor::{Dims, TensorMut, TensorRef};
 use shapejit_ir::DType;
-use shapejit_jit::{ElementwiseKernel, ShapeMode};
+use shapejit_jit::{ElementwiseKernel, MatMulKernel, RowKernel, ShapeMode};
+use shapejit_kernels::{StridedShape, View};
 
 /// How a kernel derives its output shape from a call's inputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,17 +25,29 @@ pub enum ShapeRule {
     Family,
 }
 
+/// The compiled code of one region kind.
+#[derive(Debug)]
+pub enum Code {
+    /// an elementwise kernel
+    Elementwise(ElementwiseKernel),
+    /// a row kernel with its row length
+    Row(RowKernel, usize),
+    /// a GEMM + epilogue and where its operands come from
+    MatMul(MatMulKernel, MatMulOperands),
+}
+
 /// A compiled region kernel.
 #[derive(Debug)]
 pub struct JitKernel {
-    code: ElementwiseKernel,
+    code: Code,
     out_shape: Dims,
     rule: ShapeRule,
 }
 
 impl JitKernel {
-    /// Wraps compiled code producing outputs of `out_shape` under `rule`.
-    pub fn new(code: ElementwiseKernel, out_shape: Dims, rule: ShapeRule) -> JitKernel {
+    /// Wraps compiled code producing one output (elementwise: several) of
+    /// `out_shape` under `rule`.
+    pub fn new(code: Code, out_shape: Dims, rule: ShapeRule) -> JitKernel {
         JitKernel {
             code,
             out_shape,
@@ -44,11 +57,36 @@ impl JitKernel {
 
     /// Bytes of machine code.
     pub fn code_bytes(&self) -> usize {
-        self.code.code().code_bytes()
+        match &self.code {
+            Code::Elementwise(k) => k.code().code_bytes(),
+            Code::Row(k, _) => k.code().code_bytes(),
+            Code::MatMul(k, _) => k.code().code_bytes(),
+        }
     }
 
-    fn shape_for(&self, inputs: &[TensorRef<'_>]) -> (Dims, usize) {
-        match self.rule {
+    /// Wall time the compilation took.
+    pub fn compile_time(&self) -> std::time::Duration {
+        match &self.code {
+            Code::Elementwise(k) => k.code().compile_time(),
+            Code::Row(k, _) => k.code().compile_time(),
+            Code::MatMul(k, _) => k.code().compile_time(),
+        }
+    }
+
+    fn n_outputs(&self) -> usize {
+        match &self.code {
+            Code::Elementwise(k) => k.n_outputs(),
+            Code::Row(..) | Code::MatMul(..) => 1,
+        }
+    }
+
+    fn shape_for(&self, inputs: &[TensorRef<'_>]) -> Result<(Dims, usize), OpError> {
+        if let Code::MatMul(_, ops) = &self.code {
+            let shape = matmul_shape(inputs, ops)?;
+            let outer = shape.first().copied().unwrap_or(1);
+            return Ok((shape, outer));
+        }
+        Ok(match self.rule {
             ShapeRule::Exact => (self.out_shape.clone(), 0),
             ShapeRule::SameAsInputs => (
                 inputs
@@ -63,7 +101,7 @@ impl JitKernel {
                 shape[0] = batch;
                 (shape, batch)
             }
-        }
+        })
     }
 }
 
@@ -74,10 +112,78 @@ fn kernel_error(message: String) -> OpError {
     }
 }
 
+/// `[batch…, m, n]` of a matmul region's product for these inputs.
+fn matmul_shape(inputs: &[TensorRef<'_>], ops: &MatMulOperands) -> Result<Dims, OpError> {
+    let (a, b) = match (inputs.get(ops.a), inputs.get(ops.b)) {
+        (Some(a), Some(b)) => (a.shape(), b.shape()),
+        _ => return Err(kernel_error("missing matmul operand".to_string())),
+    };
+    if a.len() < 2 || b.len() < 2 {
+        return Err(kernel_error("matmul operands must be matrices".to_string()));
+    }
+    let m = if ops.trans_a {
+        a[a.len() - 1]
+    } else {
+        a[a.len() - 2]
+    };
+    let n = if ops.trans_b {
+        b[b.len() - 2]
+    } else {
+        b[b.len() - 1]
+    };
+    let (ab, bb) = (&a[..a.len() - 2], &b[..b.len() - 2]);
+    let rank = ab.len().max(bb.len());
+    let mut shape = Dims::new();
+    for d in 0..rank {
+        let x = if d + ab.len() >= rank {
+            ab[d + ab.len() - rank]
+        } else {
+            1
+        };
+        let y = if d + bb.len() >= rank {
+            bb[d + bb.len() - rank]
+        } else {
+            1
+        };
+        shape.push(x.max(y));
+    }
+    shape.push(m);
+    shape.push(n);
+    Ok(shape)
+}
+
+/// The view of a GEMM operand, transposed if asked and broadcast to `full`.
+fn operand_view<'a>(
+    t: &TensorRef<'a>,
+    trans: bool,
+    full: &[usize],
+) -> Result<View<'a, f32>, OpError> {
+    let err = |e: shapejit_kernels::KernelError| kernel_error(e.to_string());
+    let data = t
+        .elems::<f32>()
+        .ok_or_else(|| kernel_error("matmul operand is not f32".to_string()))?;
+    let mut geom =
+        StridedShape::new(&t.layout.shape, &t.layout.strides, t.layout.offset).map_err(err)?;
+    if trans {
+        let r = geom.rank();
+        let mut perm: Vec<usize> = (0..r).collect();
+        perm.swap(r - 2, r - 1);
+        geom = geom.permuted(&perm).map_err(err)?;
+    }
+    let geom = geom.broadcast_to(full).map_err(err)?;
+    View::new(data, geom).map_err(err)
+}
+
+fn input_slice<'a>(t: &TensorRef<'a>, k: usize) -> Result<&'a [f32], OpError> {
+    t.elems::<f32>()
+        .and_then(|all| all.get(t.layout.offset..))
+        .ok_or_else(|| kernel_error(format!("input {k} is not an f32 view")))
+}
+
 impl RegionKernel for JitKernel {
     fn output_types(&self, inputs: &[TensorRef<'_>]) -> Result<OutTypes, OpError> {
-        let (shape, _) = self.shape_for(inputs);
-        Ok((0..self.code.n_outputs())
+        let (shape, _) = self.shape_for(inputs)?;
+        Ok((0..self.n_outputs())
             .map(|_| OutType {
                 dtype: DType::F32,
                 shape: shape.clone(),
@@ -86,16 +192,7 @@ impl RegionKernel for JitKernel {
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<(), OpError> {
-        let (_, batch) = self.shape_for(inputs);
-        let slices: Vec<&[f32]> = inputs
-            .iter()
-            .enumerate()
-            .map(|(k, t)| {
-                t.elems::<f32>()
-                    .and_then(|all| all.get(t.layout.offset..))
-                    .ok_or_else(|| kernel_error(format!("input {k} is not an f32 view")))
-            })
-            .collect::<Result<_, _>>()?;
+        let (shape, outer) = self.shape_for(inputs)?;
         let mut outs: Vec<&mut [f32]> = outputs
             .iter_mut()
             .enumerate()
@@ -104,12 +201,76 @@ impl RegionKernel for JitKernel {
                     .ok_or_else(|| kernel_error(format!("output {k} is not f32")))
             })
             .collect::<Result<_, _>>()?;
-        self.code
-            .run(&slices, &mut outs, batch)
-            .map_err(|e| kernel_error(e.to_string()))
+        let jit_err = |e: shapejit_jit::JitError| kernel_error(e.to_string());
+        match &self.code {
+            Code::Elementwise(k) => {
+                let slices: Vec<&[f32]> = inputs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| input_slice(t, i))
+                    .collect::<Result<_, _>>()?;
+                k.run(&slices, &mut outs, outer).map_err(jit_err)
+            }
+            Code::Row(k, row_len) => {
+                let slices: Vec<&[f32]> = inputs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| input_slice(t, i))
+                    .collect::<Result<_, _>>()?;
+                let numel: usize = shape.iter().product();
+                let rows = if k.output_len(1) == Some(1) {
+                    numel
+                } else {
+                    numel / (*row_len).max(1)
+                };
+                let out = outs
+                    .first_mut()
+                    .ok_or_else(|| kernel_error("no output".to_string()))?;
+                k.run(
+                    &slices,
+                    out,
+                    if k.mode() == ShapeMode::Family {
+                        rows
+                    } else {
+                        0
+                    },
+                )
+                .map_err(jit_err)
+            }
+            Code::MatMul(k, ops) => {
+                let r = shape.len();
+                let mut a_full = shape.clone();
+                let mut b_full = shape.clone();
+                let ka = {
+                    let a = inputs[ops.a].shape();
+                    if ops.trans_a {
+                        a[a.len() - 2]
+                    } else {
+                        a[a.len() - 1]
+                    }
+                };
+                a_full[r - 1] = ka;
+                b_full[r - 2] = ka;
+                let a = operand_view(&inputs[ops.a], ops.trans_a, &a_full)?;
+                let b = operand_view(&inputs[ops.b], ops.trans_b, &b_full)?;
+                let extras: Vec<&[f32]> = ops
+                    .extras
+                    .iter()
+                    .map(|&i| input_slice(&inputs[i], i))
+                    .collect::<Result<_, _>>()?;
+                let out = outs
+                    .first_mut()
+                    .ok_or_else(|| kernel_error("no output".to_string()))?;
+                k.run(&a, &b, &extras, out, outer).map_err(jit_err)
+            }
+        }
     }
 
     fn is_family(&self) -> bool {
-        self.code.mode() == ShapeMode::Family
+        match &self.code {
+            Code::Elementwise(k) => k.mode() == ShapeMode::Family,
+            Code::Row(k, _) => k.mode() == ShapeMode::Family,
+            Code::MatMul(k, _) => k.mode() == ShapeMode::Family,
+        }
     }
 }

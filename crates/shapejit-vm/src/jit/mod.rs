@@ -30,8 +30,8 @@ mod translate;
 mod tests;
 
 pub use guard::{FamilySig, Guard, WeakSig};
-pub use kernel::{JitKernel, ShapeRule};
-pub use translate::{Translated, Untranslatable, translate};
+pub use kernel::{Code, JitKernel, ShapeRule};
+pub use translate::{Compiled, MatMulOperands, Translated, Untranslatable, translate};
 
 use crate::hook::{GuardCtx, RegionExecutor, RegionKernel};
 use crate::module::{ExecutorEnv, Module};
@@ -40,7 +40,7 @@ use crate::profile::Observation;
 use crate::shape_key::ShapeKey;
 use compiler::{Hold, Kind, Request, Shared, SlotJit, Target};
 use crossbeam_channel::Sender;
-use shapejit_bytecode::{Program, Region, SlotId, VerifyError};
+use shapejit_bytecode::{Program, Region, RegionKind, SlotId, VerifyError};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -239,7 +239,10 @@ impl JitExecutor {
         let target = Target::Key(key_addr);
         let known = policy.pending.contains(&target) || policy.failed.contains(&target);
         if obs.in_window >= k && !known && out.is_empty() && !covered(&self.shared) {
-            let kind = match (options.guard, WeakSig::of(key)) {
+            let weak = (region.kind == RegionKind::Elementwise)
+                .then(|| WeakSig::of(key))
+                .flatten();
+            let kind = match (options.guard, weak) {
                 (GuardPolicy::Auto, Some(sig)) => Kind::Weak(sig),
                 _ => Kind::Exact,
             };

@@ -273,10 +273,13 @@ fn off_mode_profiles_but_never_compiles() {
 
 #[test]
 fn untranslatable_regions_stay_interpreted_and_are_counted() {
-    let mut b = GraphBuilder::new("sm");
+    // a reduction over the first axis has no row kernel
+    let mut b = GraphBuilder::new("r0");
     let x = b.input("x", DType::F32, shape!["batch", 8]);
     let e = b.exp(x).unwrap();
-    let s = b.softmax(e, -1).unwrap();
+    let s = b
+        .reduce(shapejit_ir::ReduceOp::Sum, e, &[0], false)
+        .unwrap();
     b.output("y", s).unwrap();
     let program = lower(&b.finish().unwrap()).unwrap();
     let interp = Module::new(program.clone(), Options::interp()).unwrap();
@@ -284,9 +287,147 @@ fn untranslatable_regions_stay_interpreted_and_are_counted() {
     let x = vec![Tensor::from_vec((0..16).map(|i| i as f32 / 8.0).collect(), &[2, 8]).unwrap()];
     let (mut rj, mut ri) = (module.runtime(), interp.runtime());
     for _ in 0..5 {
-        assert_close(&rj.run(&x).unwrap(), &ri.run(&x).unwrap(), "softmax region");
+        assert_close(
+            &rj.run(&x).unwrap(),
+            &ri.run(&x).unwrap(),
+            "axis-0 reduction",
+        );
     }
     let (hits, _, _, _, errors) = totals(&module);
     assert_eq!(hits, 0);
     assert_eq!(errors, 1, "one failed compile, never retried");
+}
+
+/// A transformer-like block: layer norm (scale, bias) after a residual add, a matmul
+/// with bias + gelu epilogue, a scaled softmax, a mean over the last axis with an
+/// epilogue.
+fn block() -> shapejit_bytecode::Program {
+    let (h, f) = (32usize, 24usize);
+    let mut b = GraphBuilder::new("block");
+    let x = b.input("x", DType::F32, shape!["batch", 8, h]);
+    let r = b.input("r", DType::F32, shape!["batch", 8, h]);
+    let t = |n: usize, k: f32| {
+        Tensor::from_vec(
+            (0..n).map(|i| ((i * 37 % 11) as f32 - 5.0) * k).collect(),
+            &[n],
+        )
+        .unwrap()
+    };
+    let scale = b.constant("scale", t(h, 0.1));
+    let bias = b.constant("bias", t(h, 0.05));
+    let w = b.constant(
+        "w",
+        Tensor::from_vec(
+            (0..h * f)
+                .map(|i| ((i * 13 % 17) as f32 - 8.0) / 40.0)
+                .collect(),
+            &[h, f],
+        )
+        .unwrap(),
+    );
+    let wb = b.constant("wb", t(f, 0.02));
+    let half = b.const_f32(0.5).unwrap();
+    let s = b.add(x, r).unwrap();
+    let n = b.layer_norm(s, scale, Some(bias), -1, 1e-5).unwrap();
+    let m = b.matmul(n, w).unwrap();
+    let m = b.add(m, wb).unwrap();
+    let g = b.gelu(m, true).unwrap();
+    let sm = b.mul(g, half).unwrap();
+    let p = b.softmax(sm, -1).unwrap();
+    let mean = b
+        .reduce(shapejit_ir::ReduceOp::Mean, p, &[-1], true)
+        .unwrap();
+    let t = b.tanh(mean).unwrap();
+    let y = b.mul(t, half).unwrap();
+    b.output("p", p).unwrap();
+    b.output("y", y).unwrap();
+    lower(&b.finish().unwrap()).unwrap()
+}
+
+#[test]
+fn reduction_and_matmul_regions_match_the_interpreter() {
+    let program = block();
+    let interp = Module::new(program.clone(), Options::interp()).unwrap();
+    let (module, _h) = jit_module(
+        program,
+        Options {
+            families: false,
+            ..sync_options()
+        },
+    )
+    .unwrap();
+    let (mut rj, mut ri) = (module.runtime(), interp.runtime());
+    for batch in [1, 3, 4, 16, 33, 64] {
+        for iter in 0..3u32 {
+            let x = inputs_block(batch, iter);
+            assert_close(
+                &rj.run(&x).unwrap(),
+                &ri.run(&x).unwrap(),
+                &format!("batch {batch} iteration {iter}"),
+            );
+        }
+    }
+    let stats = module.stats();
+    for kind in ["region reduction", "region matmul_epilogue"] {
+        let hits: u64 = stats
+            .slots
+            .iter()
+            .filter(|s| s.kind == kind)
+            .map(|s| s.kernel_hits)
+            .sum();
+        assert!(
+            hits >= 6,
+            "{kind}: {hits} hits\n{:#?}",
+            stats
+                .slots
+                .iter()
+                .filter(|s| s.kind.starts_with("region"))
+                .collect::<Vec<_>>()
+        );
+    }
+    let (_, _, _, _, errors) = totals(&module);
+    assert_eq!(errors, 0);
+}
+
+#[test]
+fn families_cover_reduction_and_matmul_regions() {
+    let program = block();
+    let interp = Module::new(program.clone(), Options::interp()).unwrap();
+    let (module, _h) = jit_module(program, sync_options()).unwrap();
+    let (mut rj, mut ri) = (module.runtime(), interp.runtime());
+    for batch in 1..=20 {
+        let x = inputs_block(batch, batch as u32);
+        assert_close(
+            &rj.run(&x).unwrap(),
+            &ri.run(&x).unwrap(),
+            &format!("batch {batch}"),
+        );
+    }
+    let stats = module.stats();
+    let family_hits: u64 = stats.slots.iter().map(|s| s.family_hits).sum();
+    let regions = stats
+        .slots
+        .iter()
+        .filter(|s| s.kind.starts_with("region"))
+        .count() as u64;
+    assert_eq!(
+        family_hits,
+        17 * regions,
+        "every region served batches 4..=20 by a family kernel"
+    );
+}
+
+fn inputs_block(batch: usize, seed: u32) -> Vec<Tensor> {
+    let f = |i: usize, k: u32| {
+        ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(k) % 1000) as f32 / 250.0 - 2.0
+    };
+    let n = batch * 8 * 32;
+    vec![
+        Tensor::from_vec((0..n).map(|i| f(i, seed)).collect(), &[batch, 8, 32]).unwrap(),
+        Tensor::from_vec(
+            (0..n).map(|i| f(i, seed + 3) * 0.5).collect(),
+            &[batch, 8, 32],
+        )
+        .unwrap(),
+    ]
 }

@@ -15,10 +15,10 @@
 use crate::shape_key::ShapeKey;
 use crate::tensor::Dims;
 use shapejit_bytecode::{Instr, Program, Reg, Region, RegionKind};
-use shapejit_ir::{BinaryOp as IrBinary, DType, Op as IrOp, UnaryOp as IrUnary};
+use shapejit_ir::{BinaryOp as IrBinary, DType, Op as IrOp, ReduceOp, UnaryOp as IrUnary};
 use shapejit_jit::{
-    BinaryOp, CmpOp, ElementwiseSpec, InputLayout, Program as JitProgram, ShapeMode, UnaryOp,
-    ValueId,
+    BinaryOp, CmpOp, ElementwiseSpec, InputLayout, MatMulEpilogueSpec, Op, Program as JitProgram,
+    RowInput, RowOp, RowSpec, ShapeMode, UnaryOp, ValueId,
 };
 use std::collections::HashMap;
 
@@ -32,12 +32,38 @@ pub struct Untranslatable {
     pub reason: String,
 }
 
-/// A translated region: the spec, the iteration shape and how many outputs it has.
+/// What a region compiles to.
+#[derive(Clone, Debug)]
+pub enum Compiled {
+    /// an elementwise kernel over the iteration shape
+    Elementwise(ElementwiseSpec),
+    /// a row kernel over the last axis
+    Row(RowSpec),
+    /// a GEMM plus epilogue
+    MatMul(MatMulEpilogueSpec, MatMulOperands),
+}
+
+/// Which region inputs a matmul region's GEMM reads, and how.
+#[derive(Clone, Debug)]
+pub struct MatMulOperands {
+    /// region input index of `a`
+    pub a: usize,
+    /// region input index of `b`
+    pub b: usize,
+    /// transpose `a` (gemm)
+    pub trans_a: bool,
+    /// transpose `b` (gemm)
+    pub trans_b: bool,
+    /// region input index of each extra epilogue input, in epilogue input order (1..)
+    pub extras: Vec<usize>,
+}
+
+/// A translated region: what to compile and the shape of its one output.
 #[derive(Clone, Debug)]
 pub struct Translated {
     /// what to compile
-    pub spec: ElementwiseSpec,
-    /// the shape every output has (dim 0 is a representative for families)
+    pub compiled: Compiled,
+    /// the output shape (dim 0 is a representative for families)
     pub out_shape: Dims,
 }
 
@@ -48,30 +74,33 @@ struct Val {
     mask: bool,
 }
 
-/// Translates an elementwise region for `key` in `mode`.
-pub fn translate(
-    program: &Program,
+type Fail<'a> = &'a dyn Fn(String) -> Untranslatable;
+
+/// The instructions of a region's body.
+fn body<'p>(
+    program: &'p Program,
+    region: &Region,
+    fail: Fail,
+) -> Result<&'p [Instr], Untranslatable> {
+    program
+        .instrs
+        .get(region.first_pc.index()..region.first_pc.index() + region.len as usize)
+        .ok_or_else(|| fail("region body out of range".to_string()))
+}
+
+/// Maps every region input to `Op::Input(k)` (f32 only).
+fn bind_inputs(
+    jit: &mut JitProgram,
     region: &Region,
     key: &ShapeKey,
-    mode: ShapeMode,
-) -> Result<Translated, Untranslatable> {
-    let fail = |reason: String| Untranslatable {
-        region: region.id.0,
-        reason,
-    };
-    if region.kind != RegionKind::Elementwise {
-        return Err(fail(format!(
-            "{} regions are not compiled yet",
-            region.kind.name()
-        )));
-    }
+    fail: Fail,
+) -> Result<HashMap<Reg, Val>, Untranslatable> {
     if key.inputs.len() != region.inputs.len() {
         return Err(fail(
             "key and region disagree on the input count".to_string(),
         ));
     }
-    let mut jit = JitProgram::new();
-    let mut vals: HashMap<Reg, Val> = HashMap::new();
+    let mut vals = HashMap::new();
     for (k, (&reg, part)) in region.inputs.iter().zip(&key.inputs).enumerate() {
         if part.dtype != DType::F32 {
             return Err(fail(format!(
@@ -89,29 +118,114 @@ pub fn translate(
             },
         );
     }
-    let body = program
-        .instrs
-        .get(region.first_pc.index()..region.first_pc.index() + region.len as usize)
-        .ok_or_else(|| fail("region body out of range".to_string()))?;
-    for instr in body {
+    Ok(vals)
+}
+
+/// Translates elementwise instructions into `jit`, updating `vals`.
+fn emit_ops(
+    jit: &mut JitProgram,
+    vals: &mut HashMap<Reg, Val>,
+    instrs: &[Instr],
+    fail: Fail,
+) -> Result<(), Untranslatable> {
+    for instr in instrs {
         let Instr::Op { op, dsts, srcs, .. } = instr else {
             return Err(fail(format!("`{}` inside a region", instr.mnemonic())));
         };
-        let args: Vec<Val> = srcs
-            .iter()
-            .map(|r| {
-                vals.get(r)
-                    .cloned()
-                    .ok_or_else(|| fail(format!("{r} is read before it is written")))
-            })
-            .collect::<Result<_, _>>()?;
-        let out = translate_op(&mut jit, op, &args)
+        let args = operands(vals, srcs, fail)?;
+        let out = translate_op(jit, op, &args)
             .map_err(|reason| fail(format!("{}: {reason}", op.name())))?;
         let [dst] = dsts.as_slice() else {
             return Err(fail(format!("{} has {} results", op.name(), dsts.len())));
         };
         vals.insert(dst.reg, out);
     }
+    Ok(())
+}
+
+fn operands(
+    vals: &HashMap<Reg, Val>,
+    srcs: &[Reg],
+    fail: Fail,
+) -> Result<Vec<Val>, Untranslatable> {
+    srcs.iter()
+        .map(|r| {
+            vals.get(r)
+                .cloned()
+                .ok_or_else(|| fail(format!("{r} is read before it is written")))
+        })
+        .collect()
+}
+
+/// The single f32 output of a region whose kernel has one output.
+fn single_output<'v>(
+    region: &Region,
+    vals: &'v HashMap<Reg, Val>,
+    fail: Fail,
+) -> Result<&'v Val, Untranslatable> {
+    let [reg] = region.outputs.as_slice() else {
+        return Err(fail(format!(
+            "{} outputs, this region kind compiles one",
+            region.outputs.len()
+        )));
+    };
+    let v = vals
+        .get(reg)
+        .ok_or_else(|| fail(format!("output {reg} is never written")))?;
+    if v.mask {
+        return Err(fail(format!("output {reg} is bool")));
+    }
+    Ok(v)
+}
+
+/// Translates `region` for `key` in `mode`.
+pub fn translate(
+    program: &Program,
+    region: &Region,
+    key: &ShapeKey,
+    mode: ShapeMode,
+) -> Result<Translated, Untranslatable> {
+    let fail = |reason: String| Untranslatable {
+        region: region.id.0,
+        reason,
+    };
+    match region.kind {
+        RegionKind::Elementwise => translate_elementwise(program, region, key, mode, &fail),
+        RegionKind::Reduction => translate_row(program, region, key, mode, &fail),
+        RegionKind::MatmulEpilogue => translate_matmul(program, region, key, mode, &fail),
+    }
+}
+
+fn input_layouts(
+    key: &ShapeKey,
+    shape: &[usize],
+    fail: Fail,
+) -> Result<Vec<InputLayout>, Untranslatable> {
+    key.inputs
+        .iter()
+        .enumerate()
+        .map(|(k, part)| {
+            aligned_strides(&part.shape, &part.strides, shape)
+                .map(|strides| InputLayout { strides })
+                .ok_or_else(|| {
+                    fail(format!(
+                        "input {k} has a negative stride or does not broadcast"
+                    ))
+                })
+        })
+        .collect()
+}
+
+fn translate_elementwise(
+    program: &Program,
+    region: &Region,
+    key: &ShapeKey,
+    mode: ShapeMode,
+    fail: Fail,
+) -> Result<Translated, Untranslatable> {
+    let mut jit = JitProgram::new();
+    let mut vals = bind_inputs(&mut jit, region, key, fail)?;
+    emit_ops(&mut jit, &mut vals, body(program, region, fail)?, fail)?;
     let mut out_shape: Option<Dims> = None;
     for reg in &region.outputs {
         let v = vals
@@ -138,12 +252,325 @@ pub fn translate(
     if mode == ShapeMode::Family && out_shape.is_empty() {
         return Err(fail("a rank-0 region has no batch dim".to_string()));
     }
+    let inputs = input_layouts(key, &out_shape, fail)?;
+    let spec = ElementwiseSpec {
+        name: format!("region{}", region.id.0),
+        shape: out_shape.to_vec(),
+        mode,
+        inputs,
+        program: jit,
+    };
+    Ok(Translated {
+        compiled: Compiled::Elementwise(spec),
+        out_shape,
+    })
+}
+
+/// Row addressing of an input aligned to `shape`: one row stride over the leading
+/// dims and an element stride of 0 or 1 along the last.
+fn row_input(part_shape: &[usize], part_strides: &[isize], shape: &[usize]) -> Option<RowInput> {
+    let aligned = aligned_strides(part_shape, part_strides, shape)?;
+    let r = shape.len();
+    let elem_stride = aligned[r - 1];
+    if elem_stride > 1 {
+        return None;
+    }
+    // leading dims must collapse: stride[d] == stride[d+1]·shape[d+1]
+    let lead = &aligned[..r - 1];
+    let dims = &shape[..r - 1];
+    let mut row_stride = None;
+    for d in (0..lead.len()).rev() {
+        if dims[d] == 1 {
+            continue;
+        }
+        match row_stride {
+            None => row_stride = Some((lead[d], dims[d])),
+            Some((s, span)) => {
+                if lead[d] != s * span {
+                    return None;
+                }
+                row_stride = Some((s, span * dims[d]));
+            }
+        }
+    }
+    Some(RowInput {
+        row_stride: row_stride.map_or(0, |(s, _)| s),
+        elem_stride,
+    })
+}
+
+fn translate_row(
+    program: &Program,
+    region: &Region,
+    key: &ShapeKey,
+    mode: ShapeMode,
+    fail: Fail,
+) -> Result<Translated, Untranslatable> {
+    let instrs = body(program, region, fail)?;
+    let pos = instrs
+        .iter()
+        .position(|i| {
+            matches!(
+                i,
+                Instr::Op {
+                    op: IrOp::Softmax { .. }
+                        | IrOp::LogSoftmax { .. }
+                        | IrOp::LayerNorm { .. }
+                        | IrOp::Reduce { .. },
+                    ..
+                }
+            )
+        })
+        .ok_or_else(|| fail("no row op in a reduction region".to_string()))?;
+    // Prologue: everything before the row op.
+    let mut prologue = JitProgram::new();
+    let mut pvals = bind_inputs(&mut prologue, region, key, fail)?;
+    emit_ops(&mut prologue, &mut pvals, &instrs[..pos], fail)?;
+    let Instr::Op { op, dsts, srcs, .. } = &instrs[pos] else {
+        return Err(fail("row op is not an op".to_string()));
+    };
+    let args = operands(&pvals, srcs, fail)?;
+    let x = args
+        .first()
+        .ok_or_else(|| fail("row op without input".to_string()))?;
+    if x.mask {
+        return Err(fail("row op on bool".to_string()));
+    }
+    let shape = x.shape.clone();
+    let rank = shape.len();
+    if rank == 0 {
+        return Err(fail("row op on a scalar".to_string()));
+    }
+    let last = |axis: i64| axis == -1 || axis == rank as i64 - 1;
+    let (row_op, out_shape) = match op {
+        IrOp::Softmax { axis } if last(*axis) => (RowOp::Softmax, shape.clone()),
+        IrOp::LogSoftmax { axis } if last(*axis) => (RowOp::LogSoftmax, shape.clone()),
+        IrOp::LayerNorm { axis, epsilon } if last(*axis) => {
+            (RowOp::LayerNorm { eps: *epsilon }, shape.clone())
+        }
+        IrOp::Reduce {
+            op: r,
+            axes,
+            keepdims,
+        } if axes.len() == 1 && last(axes[0]) => {
+            let row_op = match r {
+                ReduceOp::Sum => RowOp::Sum,
+                ReduceOp::Mean => RowOp::Mean,
+                ReduceOp::Max => RowOp::Max,
+                other => return Err(fail(format!("{} is not compiled", other.name()))),
+            };
+            let mut out: Dims = shape[..rank - 1].iter().copied().collect();
+            if *keepdims {
+                out.push(1);
+            }
+            (row_op, out)
+        }
+        other => {
+            return Err(fail(format!(
+                "`{}` over other than the last axis",
+                other.name()
+            )));
+        }
+    };
+    prologue.output(x.id);
+    // Epilogue: layer-norm scale/bias, then every op after the row op, with the row
+    // op's result as RowResult. Normalizing ops replay the prologue in the epilogue
+    // for the values it reads (Cranelift drops what is unused); reductions' epilogues
+    // see only the row result.
+    let mut epilogue = JitProgram::new();
+    let mut evals = if row_op.is_reduction() {
+        // one value per row: only inputs that are a single element
+        let mut evals = HashMap::new();
+        for (k, (&reg, part)) in region.inputs.iter().zip(&key.inputs).enumerate() {
+            if part.dtype == DType::F32 && part.shape.iter().product::<usize>() == 1 {
+                let id = epilogue.input(k as u32);
+                evals.insert(
+                    reg,
+                    Val {
+                        id,
+                        shape: part.shape.clone(),
+                        mask: false,
+                    },
+                );
+            }
+        }
+        evals
+    } else {
+        let mut evals = bind_inputs(&mut epilogue, region, key, fail)?;
+        emit_ops(&mut epilogue, &mut evals, &instrs[..pos], fail)?;
+        evals
+    };
+    let row_result = epilogue.push(Op::RowResult);
+    let mut result = row_result;
+    if let IrOp::LayerNorm { .. } = op {
+        let params = operands(&evals, srcs, fail)?;
+        if let Some(scale) = params.get(1) {
+            result = epilogue.binary(BinaryOp::Mul, result, scale.id);
+        }
+        if let Some(bias) = params.get(2) {
+            result = epilogue.binary(BinaryOp::Add, result, bias.id);
+        }
+    }
+    let [dst] = dsts.as_slice() else {
+        return Err(fail("row op with several results".to_string()));
+    };
+    evals.insert(
+        dst.reg,
+        Val {
+            id: result,
+            shape: out_shape.clone(),
+            mask: false,
+        },
+    );
+    emit_ops(&mut epilogue, &mut evals, &instrs[pos + 1..], fail)?;
+    let out = single_output(region, &evals, fail)?;
+    if out.shape != out_shape {
+        return Err(fail(format!(
+            "the epilogue broadcasts the row result {out_shape:?} to {:?}",
+            out.shape
+        )));
+    }
+    epilogue.output(out.id);
+    let trivial_epilogue = out.id == row_result;
     let inputs = key
         .inputs
         .iter()
         .enumerate()
-        .map(|(k, part)| {
-            aligned_strides(&part.shape, &part.strides, &out_shape)
+        .map(|(k, p)| {
+            row_input(&p.shape, &p.strides, &shape)
+                .ok_or_else(|| fail(format!("input {k} is not row-addressable")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let rows: usize = shape[..rank - 1].iter().product();
+    if mode == ShapeMode::Family && rank < 2 {
+        return Err(fail("a single row has no batch dim".to_string()));
+    }
+    let spec = RowSpec {
+        name: format!("region{}", region.id.0),
+        rows,
+        row_len: shape[rank - 1],
+        mode,
+        inputs,
+        prologue,
+        op: row_op,
+        epilogue: (!trivial_epilogue).then_some(epilogue),
+    };
+    Ok(Translated {
+        compiled: Compiled::Row(spec),
+        out_shape,
+    })
+}
+
+fn translate_matmul(
+    program: &Program,
+    region: &Region,
+    key: &ShapeKey,
+    mode: ShapeMode,
+    fail: Fail,
+) -> Result<Translated, Untranslatable> {
+    let instrs = body(program, region, fail)?;
+    let Some(Instr::Op { op, dsts, srcs, .. }) = instrs.first() else {
+        return Err(fail("empty matmul region".to_string()));
+    };
+    let input_index = |r: &Reg| {
+        region
+            .inputs
+            .iter()
+            .position(|x| x == r)
+            .ok_or_else(|| fail(format!("matmul operand {r} is not a region input")))
+    };
+    let (alpha, trans_a, trans_b, c) = match op {
+        IrOp::MatMul => (1.0, false, false, None),
+        IrOp::Gemm {
+            alpha,
+            beta,
+            trans_a,
+            trans_b,
+        } => (*alpha, *trans_a, *trans_b, srcs.get(2).map(|r| (r, *beta))),
+        other => return Err(fail(format!("`{}` heads a matmul region", other.name()))),
+    };
+    let (a, b) = match srcs.as_slice() {
+        [a, b, ..] => (input_index(a)?, input_index(b)?),
+        _ => return Err(fail("matmul needs two operands".to_string())),
+    };
+    let (ashape, bshape) = (&key.inputs[a].shape, &key.inputs[b].shape);
+    for (name, s) in [("a", ashape), ("b", bshape)] {
+        if s.len() < 2 || key.inputs[if name == "a" { a } else { b }].dtype != DType::F32 {
+            return Err(fail(format!(
+                "matmul operand {name} {s:?} is not an f32 matrix"
+            )));
+        }
+    }
+    let mat = |s: &Dims, t: bool| {
+        if t {
+            (s[s.len() - 1], s[s.len() - 2])
+        } else {
+            (s[s.len() - 2], s[s.len() - 1])
+        }
+    };
+    let ((m, ka), (kb, n)) = (mat(ashape, trans_a), mat(bshape, trans_b));
+    if ka != kb {
+        return Err(fail(format!("matmul inner dims {ka} and {kb} differ")));
+    }
+    let batch =
+        broadcast(&ashape[..ashape.len() - 2], &bshape[..bshape.len() - 2]).map_err(fail)?;
+    let mut prod_shape = batch.clone();
+    prod_shape.push(m);
+    prod_shape.push(n);
+    // Epilogue program: input 0 = product, inputs 1.. = region inputs read by the epilogue.
+    let mut epi = JitProgram::new();
+    let product = epi.input(0);
+    let mut vals: HashMap<Reg, Val> = HashMap::new();
+    let mut extras: Vec<usize> = Vec::new();
+    for (k, &reg) in region.inputs.iter().enumerate() {
+        if k == a || k == b || key.inputs[k].dtype != DType::F32 {
+            continue;
+        }
+        extras.push(k);
+        let id = epi.input(extras.len() as u32);
+        vals.insert(
+            reg,
+            Val {
+                id,
+                shape: key.inputs[k].shape.clone(),
+                mask: false,
+            },
+        );
+    }
+    let mut result = product;
+    if let Some((c_reg, beta)) = c {
+        let cv = vals
+            .get(c_reg)
+            .cloned()
+            .ok_or_else(|| fail("gemm c is not an f32 region input".to_string()))?;
+        let beta = epi.constant(beta);
+        let scaled = epi.binary(BinaryOp::Mul, cv.id, beta);
+        result = epi.binary(BinaryOp::Add, result, scaled);
+    }
+    let [dst] = dsts.as_slice() else {
+        return Err(fail("matmul with several results".to_string()));
+    };
+    vals.insert(
+        dst.reg,
+        Val {
+            id: result,
+            shape: prod_shape.clone(),
+            mask: false,
+        },
+    );
+    emit_ops(&mut epi, &mut vals, &instrs[1..], fail)?;
+    let out = single_output(region, &vals, fail)?;
+    if out.shape != prod_shape {
+        return Err(fail(format!(
+            "the epilogue broadcasts the product {prod_shape:?} to {:?}",
+            out.shape
+        )));
+    }
+    epi.output(out.id);
+    let extra_inputs = extras
+        .iter()
+        .map(|&k| {
+            aligned_strides(&key.inputs[k].shape, &key.inputs[k].strides, &prod_shape)
                 .map(|strides| InputLayout { strides })
                 .ok_or_else(|| {
                     fail(format!(
@@ -152,14 +579,25 @@ pub fn translate(
                 })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let spec = ElementwiseSpec {
+    let spec = MatMulEpilogueSpec {
         name: format!("region{}", region.id.0),
-        shape: out_shape.to_vec(),
+        out_shape: prod_shape.to_vec(),
         mode,
-        inputs,
-        program: jit,
+        alpha,
+        epilogue: epi,
+        extra_inputs,
     };
-    Ok(Translated { spec, out_shape })
+    let operands = MatMulOperands {
+        a,
+        b,
+        trans_a,
+        trans_b,
+        extras,
+    };
+    Ok(Translated {
+        compiled: Compiled::MatMul(spec, operands),
+        out_shape: prod_shape,
+    })
 }
 
 /// An input's element strides aligned (right) to `out`: broadcast and size-1 dims get 0.

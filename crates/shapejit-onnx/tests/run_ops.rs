@@ -1121,3 +1121,126 @@ fn pool_variants() {
         "global max",
     );
 }
+
+#[test]
+fn outputs_that_alias_inputs_initializers_or_each_other() {
+    let nodes = vec![
+        node("Identity", &["x"], &["y"], vec![]),
+        node("Dropout", &["x"], &["z", "mask"], vec![]),
+        node("Identity", &["w"], &["wc"], vec![]),
+    ];
+    let outs = vec![
+        vf("y", &[]),
+        vf("z", &[]),
+        vi("mask", data_type::BOOL, &[]),
+        vf("w", &[]),
+        vf("wc", &[]),
+    ];
+    let m = model(
+        13,
+        graph(
+            nodes,
+            vec![vf("x", &["b", "2"])],
+            outs,
+            vec![tf32("w", &[2], &[7.0, 8.0])],
+        ),
+    );
+    let g = import(&m).unwrap();
+    let names: Vec<&str> = g
+        .outputs
+        .iter()
+        .map(|&o| g.value(o).name.as_str())
+        .collect();
+    assert_eq!(names, ["y", "z", "mask", "w", "wc"]);
+    let x = Arr::new(&[3, 2], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let out = run(&m, &[x.f32_tensor()]);
+    assert_close(&out[0], &x, 0.0, 0.0, "identity");
+    assert_close(&out[1], &x, 0.0, 0.0, "dropout");
+    assert_close(&out[2], &x.map(|_| 1.0), 0.0, 0.0, "dropout mask");
+    assert_close(
+        &out[3],
+        &Arr::new(&[2], vec![7.0, 8.0]),
+        0.0,
+        0.0,
+        "initializer output",
+    );
+    assert_close(
+        &out[4],
+        &Arr::new(&[2], vec![7.0, 8.0]),
+        0.0,
+        0.0,
+        "identity of initializer",
+    );
+}
+
+#[test]
+fn nested_if_inside_loop_captures_through_two_levels() {
+    // acc += (i is even) ? x : -x for i in 0..3; x is read two scopes down.
+    // Parity as 2 * (i / 2) == i (integer division).
+    let then_g = graph(
+        vec![node("Add", &["acc_in", "x"], &["t"], vec![])],
+        vec![],
+        vec![vf("t", &[])],
+        vec![],
+    );
+    let else_g = graph(
+        vec![node("Sub", &["acc_in", "x"], &["e"], vec![])],
+        vec![],
+        vec![vf("e", &[])],
+        vec![],
+    );
+    let body = graph(
+        vec![
+            node("Div", &["i", "two"], &["half"], vec![]),
+            node("Mul", &["half", "two"], &["dbl"], vec![]),
+            node("Equal", &["dbl", "i"], &["even"], vec![]),
+            node("Identity", &["c_in"], &["c_out"], vec![]),
+            node(
+                "If",
+                &["even"],
+                &["acc_out"],
+                vec![
+                    a_graph("then_branch", then_g),
+                    a_graph("else_branch", else_g),
+                ],
+            ),
+        ],
+        vec![
+            vi("i", data_type::INT64, &[]),
+            vi("c_in", data_type::BOOL, &[]),
+            vf("acc_in", &[]),
+        ],
+        vec![vi("c_out", data_type::BOOL, &[]), vf("acc_out", &[])],
+        vec![ti64("two", &[], &[2])],
+    );
+    let n = node(
+        "Loop",
+        &["m", "", "acc0"],
+        &["acc"],
+        vec![a_graph("body", body)],
+    );
+    let m = model(
+        13,
+        graph(
+            vec![n],
+            vec![vf("x", &["2"]), vf("acc0", &["2"])],
+            vec![vf("acc", &[])],
+            vec![ti64("m", &[], &[3])],
+        ),
+    );
+    let out = run(
+        &m,
+        &[
+            Tensor::from_vec(vec![1f32, 10.0], &[2]).unwrap(),
+            Tensor::from_vec(vec![0f32, 0.0], &[2]).unwrap(),
+        ],
+    );
+    // i = 0: +x, 1: -x, 2: +x → x.
+    assert_close(
+        &out[0],
+        &Arr::new(&[2], vec![1.0, 10.0]),
+        0.0,
+        0.0,
+        "nested if in loop",
+    );
+}

@@ -3,6 +3,9 @@
 //! Every variant comes from the model file the user supplied (none is an
 //! internal bug): each names the thing at fault — the node (name and op type),
 //! the opset, the attribute or input, the tensor, or the file.
+//!
+//! **Invariant:** no variant means an internal bug; each is a property of the
+//! input model (or of the file system, for [`OnnxError::Io`]).
 
 use std::path::PathBuf;
 

@@ -3,6 +3,10 @@
 //! ONNX sub-graphs read outer values by name. The IR's sub-graphs take them
 //! as explicit inputs (captures) after their own inputs; the parent node
 //! passes them in the same order. Outer constants are copied in instead.
+//!
+//! **Invariant:** both `If` branches take the same captured inputs in the
+//! same order, and a `Loop` body's inputs are iteration, condition, carried
+//! values, then captures — the order the IR's `If`/`Loop` document.
 
 use crate::import::{SubgraphInputs, free_names, import_subgraph};
 use crate::node::{NodeCx, NodeResult};

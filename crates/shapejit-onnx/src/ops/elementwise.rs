@@ -2,6 +2,9 @@
 //! (with the pre-opset-7 `broadcast`/`axis` form), variadic Sum/Mean/Max/Min,
 //! Clip (attributes before opset 11, inputs from 11), Where, Cast, and the
 //! small compositions PRelu, Selu and Softplus.
+//!
+//! **Invariant:** the IR ops emitted compute the ONNX op's result for every
+//! input the ONNX op accepts at the model's opset (compositions included).
 
 use crate::node::{NodeCx, NodeResult};
 use crate::tensor::{dtype_of, unsupported_dtype};

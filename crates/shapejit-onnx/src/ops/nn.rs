@@ -7,6 +7,9 @@
 //!
 //! 1-D convolutions and pools (`[N, C, W]`) run as 2-D ones over a size-1 H
 //! axis (unsqueeze, op, squeeze); 3-D ones are unsupported.
+//!
+//! **Invariant:** window geometry (kernel, strides, dilations, pads) is
+//! validated here: positive sizes, one value per spatial dim, no overflow.
 
 use crate::node::{NodeCx, NodeResult};
 use shapejit_ir::{BinaryOp, Op, ReduceOp, UnaryOp, ValueId, Window2d};

@@ -5,6 +5,10 @@
 //! (attributes before 11, inputs from 11, `axes` from 18), Shape
 //! (`start`/`end` from 15), Size, Constant, ConstantOfShape, Range, Identity
 //! and Dropout (inference: identity).
+//!
+//! **Invariant:** every input the IR takes as an attribute (axes, sizes,
+//! pads, slice bounds) is read from a constant or from known contents, never
+//! guessed; anything else is an unsupported error naming the input.
 
 use crate::node::{NodeCx, NodeResult};
 use crate::tensor::tensor_from_proto;

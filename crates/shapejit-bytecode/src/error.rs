@@ -34,6 +34,14 @@ pub enum VerifyError {
         /// program length
         len: usize,
     },
+    /// A backward jump that does not go to a `loop_check` (not a lowered loop).
+    #[error("{pc}: backward jump to {target}, which is not a loop_check")]
+    BadBackEdge {
+        /// the jump
+        pc: Pc,
+        /// where it goes
+        target: Pc,
+    },
     /// Execution can run past the last instruction.
     #[error("the last instruction {pc} is neither `return` nor `jump`")]
     FallsOffEnd {

@@ -3,7 +3,8 @@
 //! range, jump outside the code or read an unwritten register.
 //!
 //! Checks: every register, constant, slot, region, group, input and symbol
-//! index is in range; jump targets are inside the code and the last
+//! index is in range; jump targets are inside the code, a backward jump goes
+//! to a `loop_check` (the only loops are lowered `loop`s) and the last
 //! instruction cannot fall through; each slot is owned by exactly the
 //! instruction its record names; each region's record matches its
 //! `shape_guard` and covers only `op` instructions, whose inputs it does not
@@ -111,6 +112,12 @@ fn check_instr(
             target,
             len: program.instrs.len(),
         });
+    }
+    if let Some(target) = instr.targets()
+        && target <= pc
+        && !matches!(program.instrs[target.index()], Instr::LoopCheck { .. })
+    {
+        return Err(VerifyError::BadBackEdge { pc, target });
     }
     let mut own_slot = |slot: SlotId, expected: SlotKind| -> Result<(), VerifyError> {
         range(pc, "slot", slot.0, program.slots.len())?;

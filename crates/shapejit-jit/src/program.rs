@@ -231,6 +231,29 @@ impl Program {
         self.outputs.push(value);
     }
 
+    /// Rough instruction count of one evaluation (transcendentals ≈ 30 instructions),
+    /// used to pick the unroll factor.
+    pub(crate) fn weight(&self) -> usize {
+        self.ops
+            .iter()
+            .map(|op| match op {
+                Op::Unary(
+                    UnaryOp::Exp
+                    | UnaryOp::Log
+                    | UnaryOp::Tanh
+                    | UnaryOp::Sigmoid
+                    | UnaryOp::Erf
+                    | UnaryOp::GeluErf
+                    | UnaryOp::GeluTanh
+                    | UnaryOp::Elu { .. },
+                    _,
+                )
+                | Op::Binary(BinaryOp::Pow, ..) => 30,
+                _ => 1,
+            })
+            .sum()
+    }
+
     /// Checks operand order and types; returns each value's type.
     pub(crate) fn validate(&self, ctx: ProgramContext) -> Result<Vec<ValueType>, String> {
         if self.ops.len() > u32::MAX as usize / 2 {

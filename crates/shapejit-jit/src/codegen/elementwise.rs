@@ -2,7 +2,8 @@
 //!
 //! Outer dims are counted loops computing each buffer's row pointer from the index and
 //! the folded stride. The innermost dim is vectorized when every input is contiguous
-//! (stride 1) or broadcast (stride 0) along it: an f32x4 loop unrolled `UNROLL` times,
+//! (stride 1) or broadcast (stride 0) along it: an f32x4 loop unrolled 4× (1× for
+//! transcendental-heavy programs, see `lanes::unroll_for`),
 //! then straight-line remaining vectors and a scalar tail (both folded from the trip
 //! count), or — for a runtime count — a scalar remainder loop. Otherwise a strided
 //! scalar loop runs.
@@ -16,14 +17,12 @@ use cranelift_codegen::ir::{InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
 
 use super::function::Params;
-use super::lanes::{Lanes, VECTOR_LANES, Width, mem_flags};
+use super::lanes::{Lanes, VECTOR_LANES, Width, mem_flags, unroll_for};
 use super::loops::{Cursor, TripCount, counted_loop};
 use super::program::emit_program;
 use crate::layout::LoopNest;
 use crate::program::Program;
 
-/// Vectors per unrolled main-loop iteration.
-const UNROLL: usize = 4;
 const F32_BYTES: usize = 4;
 
 /// Emits the whole kernel body.
@@ -113,7 +112,8 @@ impl Nest<'_> {
             .zip(strides)
             .map(|(&base, &s)| (s == 1).then(|| Cursor::new(b, base)))
             .collect();
-        let chunk = UNROLL * VECTOR_LANES;
+        let unroll = unroll_for(self.program.weight());
+        let chunk = unroll * VECTOR_LANES;
         let chunk_bytes = (chunk * F32_BYTES) as i64;
         let main = match count {
             TripCount::Const(n) => TripCount::Const(n / chunk as u64),
@@ -122,7 +122,7 @@ impl Nest<'_> {
             }
         };
         counted_loop(b, main, &mut |b, _| {
-            for u in 0..UNROLL {
+            for u in 0..unroll {
                 self.group(
                     b,
                     Width::X4,

@@ -14,6 +14,13 @@ use cranelift_frontend::FunctionBuilder;
 /// Elements per vector (x64 Cranelift vectors are 128-bit).
 pub(crate) const VECTOR_LANES: usize = 4;
 
+/// Vectors per unrolled loop iteration for a body of `weight` instructions: short
+/// (memory-bound) bodies are unrolled 4×; long (compute-bound) bodies gain nothing from
+/// it and would only multiply code size and compile time.
+pub(crate) fn unroll_for(weight: usize) -> usize {
+    if weight > 24 { 1 } else { 4 }
+}
+
 /// Scalar or 4-lane code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Width {

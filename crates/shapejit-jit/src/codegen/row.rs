@@ -14,14 +14,13 @@ use cranelift_codegen::ir::{InstBuilder, Value};
 use cranelift_frontend::{FunctionBuilder, Variable};
 
 use super::function::Params;
-use super::lanes::{Lanes, VECTOR_LANES, Width, mem_flags};
+use super::lanes::{Lanes, VECTOR_LANES, Width, mem_flags, unroll_for};
 use super::loops::{Cursor, TripCount, counted_loop};
 use super::math;
 use super::program::emit_program;
 use crate::program::{InputId, Program};
 use crate::row::{RowInput, RowOp};
 
-const UNROLL: usize = 4;
 const F32_BYTES: usize = 4;
 
 /// How a pass folds its per-element contributions.
@@ -271,7 +270,15 @@ fn pass(
     };
     let init = b.ins().f32const(identity);
     let init_v = b.ins().splat(F32X4, init);
-    let vec_accs: Vec<Variable> = (0..UNROLL)
+    let weight = plan.prologue.weight()
+        + plan.epilogue.map_or(0, Program::weight)
+        + if matches!(plan.op, RowOp::Softmax | RowOp::LogSoftmax) {
+            30
+        } else {
+            0
+        };
+    let unroll = unroll_for(weight);
+    let vec_accs: Vec<Variable> = (0..unroll)
         .map(|_| {
             let v = b.declare_var(F32X4);
             b.def_var(v, init_v);
@@ -281,7 +288,7 @@ fn pass(
     let scalar_acc = b.declare_var(F32);
     b.def_var(scalar_acc, init);
 
-    let chunk = UNROLL * VECTOR_LANES;
+    let chunk = unroll * VECTOR_LANES;
     let mut group = |b: &mut FunctionBuilder, width: Width, off: i32, acc: Variable| {
         let addrs: Vec<Option<Value>> = in_cursors
             .iter()

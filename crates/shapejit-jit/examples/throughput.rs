@@ -11,6 +11,9 @@ use shapejit_jit::{
 
 const SHAPE: [usize; 3] = [64, 32, 256];
 
+/// A plain Rust implementation of a kernel: `(x, bias, out)`.
+type Baseline<'a> = &'a dyn Fn(&[f32], &[f32], &mut [f32]);
+
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));
     xs[xs.len() / 2]
@@ -113,7 +116,7 @@ fn main() {
     }
 
     println!("== throughput on f32{SHAPE:?} ({n} elements), median µs of 50 runs");
-    let mut compare = |name: &str, act: Option<UnaryOp>, f: &dyn Fn(&[f32], &[f32], &mut [f32])| {
+    let mut compare = |name: &str, act: Option<UnaryOp>, f: Baseline| {
         let k = compile_elementwise(&bias_act(act, ShapeMode::Exact)).expect("compiles");
         let jit = time(50, || {
             k.run(&[&x, &bias], &mut [&mut out], 0).expect("runs")

@@ -44,7 +44,7 @@ pub fn input(shape: &[usize]) -> Tensor {
 }
 
 /// Independent accumulators in the FMA probe: 2 FMA ports × 4-cycle latency needs
-/// at least 8 in flight; 12 leaves slack.
+/// at least 8 in flight; 12 leaves slack (and fits the 16 ymm registers).
 const FMA_CHAINS: usize = 12;
 
 /// Floating-point operations one call of [`fma_probe`] performs with `iters`:
@@ -54,15 +54,15 @@ pub fn fma_probe_flops(iters: usize) -> u64 {
 }
 
 /// The machine's single-core f32 FMA peak probe: `iters` rounds of 12 independent
-/// 256-bit `vfmadd` chains (AVX2 + FMA), no memory traffic. Time it and divide
-/// [`fma_probe_flops`] by the time to get the attainable peak. Returns a value
-/// derived from the accumulators so the work cannot be optimized away; `None` when
-/// the CPU has no AVX2/FMA.
+/// 256-bit `vfmadd213ps` chains in inline assembly (so the compiler can neither fold
+/// nor spill them), no memory traffic. Time it and divide [`fma_probe_flops`] by the
+/// time to get the attainable peak. Returns a value derived from the accumulators;
+/// `None` when the CPU has no AVX2/FMA or `iters` is 0.
 pub fn fma_probe(iters: usize) -> Option<f32> {
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+        if iters > 0 && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports AVX2 and FMA (checked just above) and iters > 0.
             return Some(unsafe { fma_chains(iters) });
         }
     }
@@ -70,24 +70,77 @@ pub fn fma_probe(iters: usize) -> Option<f32> {
     None
 }
 
+/// # Safety
+/// The CPU must support AVX2 and FMA, and `iters` must be at least 1 (the loop
+/// counts down to zero).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn fma_chains(iters: usize) -> f32 {
-    use std::arch::x86_64::*;
-    let a = _mm256_set1_ps(0.999_999);
-    let b = _mm256_set1_ps(1e-7);
-    let mut acc = [_mm256_set1_ps(1.0); FMA_CHAINS];
-    for _ in 0..iters {
-        for v in acc.iter_mut() {
-            *v = _mm256_fmadd_ps(*v, a, b);
-        }
+    let constants = [0.999_999f32, 1e-7f32];
+    let mut out = [0f32; 8];
+    // SAFETY: reads the two f32 of `constants`, writes the 8 f32 of `out` (unaligned
+    // store), and clobbers only the registers it declares; the caller guarantees the
+    // CPU features and `iters >= 1`.
+    unsafe {
+        std::arch::asm!(
+            "vbroadcastss ymm14, [{c}]",
+            "vbroadcastss ymm15, [{c} + 4]",
+            "vmovaps ymm0, ymm14", "vmovaps ymm1, ymm14", "vmovaps ymm2, ymm14", "vmovaps ymm3, ymm14",
+            "vmovaps ymm4, ymm14", "vmovaps ymm5, ymm14", "vmovaps ymm6, ymm14", "vmovaps ymm7, ymm14",
+            "vmovaps ymm8, ymm14", "vmovaps ymm9, ymm14", "vmovaps ymm10, ymm14", "vmovaps ymm11, ymm14",
+            "2:",
+            "vfmadd213ps ymm0, ymm14, ymm15", "vfmadd213ps ymm1, ymm14, ymm15",
+            "vfmadd213ps ymm2, ymm14, ymm15", "vfmadd213ps ymm3, ymm14, ymm15",
+            "vfmadd213ps ymm4, ymm14, ymm15", "vfmadd213ps ymm5, ymm14, ymm15",
+            "vfmadd213ps ymm6, ymm14, ymm15", "vfmadd213ps ymm7, ymm14, ymm15",
+            "vfmadd213ps ymm8, ymm14, ymm15", "vfmadd213ps ymm9, ymm14, ymm15",
+            "vfmadd213ps ymm10, ymm14, ymm15", "vfmadd213ps ymm11, ymm14, ymm15",
+            "dec {n}",
+            "jnz 2b",
+            "vaddps ymm0, ymm0, ymm11",
+            "vmovups [{o}], ymm0",
+            c = in(reg) constants.as_ptr(),
+            o = in(reg) out.as_mut_ptr(),
+            n = inout(reg) iters => _,
+            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _,
+            out("ymm4") _, out("ymm5") _, out("ymm6") _, out("ymm7") _,
+            out("ymm8") _, out("ymm9") _, out("ymm10") _, out("ymm11") _,
+            out("ymm14") _, out("ymm15") _,
+            options(nostack),
+        );
     }
-    let mut sum = _mm256_setzero_ps();
-    for v in acc {
-        sum = _mm256_add_ps(sum, v);
+    out.iter().sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fma_probe_runs_exactly_iters_rounds() {
+        let iters = 1000;
+        let Some(got) = fma_probe(iters) else {
+            return assert!(
+                !std::arch::is_x86_feature_detected!("fma"),
+                "FMA present but the probe did not run"
+            );
+        };
+        // Each chain computes v ← fma(v, a, b) from v = a (one rounding per step, as
+        // `mul_add`); the result sums 2 chains × 8 lanes of equal values: exactly 16·v.
+        let v = (0..iters).fold(0.999_999f32, |v, _| v.mul_add(0.999_999, 1e-7));
+        assert_eq!(got, 16.0 * v);
+        assert_eq!(fma_probe(0), None);
+        assert_eq!(fma_probe_flops(2), 2 * 12 * 8 * 2);
     }
-    let mut lanes = [0f32; 8];
-    // SAFETY: `lanes` holds 8 f32s, the width of one unaligned 256-bit store.
-    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sum) };
-    lanes.iter().sum()
+
+    #[test]
+    fn tiny_chain_has_the_requested_ops() {
+        let g = tiny_op_chain(10);
+        let ops = g
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.op, shapejit::Op::Binary(_)))
+            .count();
+        assert_eq!(ops, 10);
+    }
 }

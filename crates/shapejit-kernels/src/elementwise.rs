@@ -11,6 +11,7 @@
 //! the result does not depend on layout or CPU features.
 
 use crate::error::KernelError;
+use crate::simd::dispatch_simd;
 use crate::view::{View, ViewMut};
 use crate::walk::walk;
 
@@ -28,42 +29,6 @@ fn check_shape(
             actual: actual.to_vec(),
         })
     }
-}
-
-/// True when the runtime CPU has AVX2 and FMA (cached by std).
-#[inline]
-pub fn has_avx2_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-/// Runs a slice loop, in an AVX2+FMA compiled copy when the CPU has it.
-macro_rules! dispatch_simd {
-    ($name:ident, $body:expr) => {{
-        #[cfg(target_arch = "x86_64")]
-        {
-            #[target_feature(enable = "avx2,fma")]
-            unsafe fn $name(f: impl FnOnce()) {
-                f()
-            }
-            if has_avx2_fma() {
-                // SAFETY: the CPU supports avx2 and fma (checked just above).
-                unsafe { $name($body) };
-            } else {
-                ($body)();
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            ($body)();
-        }
-    }};
 }
 
 #[inline(always)]

@@ -14,6 +14,7 @@
 //! - [`matmul`]: batched matrix products on the `gemm` crate;
 //! - [`conv`]: 2-D convolution (im2col + GEMM) and pooling;
 //! - [`gather`]: gathers along an axis;
+//! - [`simd`]: run-time choice of AVX2+FMA copies of hot loops;
 //! - [`math`]: vectorizable f32 `exp`, `tanh`, `erf`, `sigmoid`, GELU.
 //!
 //! **Invariant:** a [`View`] never addresses outside its slice (checked when it is
@@ -30,6 +31,7 @@ pub mod math;
 pub mod matmul;
 pub mod reduce;
 pub mod rows;
+pub mod simd;
 pub mod view;
 pub mod walk;
 

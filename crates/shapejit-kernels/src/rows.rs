@@ -9,6 +9,7 @@
 
 use crate::error::KernelError;
 use crate::math;
+use crate::simd::dispatch_simd;
 
 fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), KernelError> {
     if expected == actual {
@@ -23,7 +24,7 @@ fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), K
 }
 
 /// Sum of a slice in 8 independent lanes (vectorizes; pairwise-like accuracy).
-#[inline]
+#[inline(always)]
 fn sum_lanes(xs: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
     let chunks = xs.chunks_exact(8);
@@ -42,11 +43,46 @@ fn sum_lanes(xs: &[f32]) -> f32 {
     total
 }
 
+/// Row maximum in 8 lanes (vectorizes; max is exact in any order). NaN is not
+/// propagated here: a NaN makes the row's sum, hence the whole row, NaN.
+#[inline(always)]
 fn max_of(xs: &[f32]) -> f32 {
-    xs.iter().fold(
-        f32::NEG_INFINITY,
-        |m, &v| if v > m || v.is_nan() { v } else { m },
-    )
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let chunks = xs.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            *l = if v > *l { v } else { *l };
+        }
+    }
+    let mut m = f32::NEG_INFINITY;
+    for &v in lanes.iter().chain(tail) {
+        m = if v > m { v } else { m };
+    }
+    m
+}
+
+/// Softmax of contiguous rows of `n`: a max pass, an exp-and-sum pass, a scaling pass.
+#[inline(always)]
+fn softmax_rows(x: &[f32], out: &mut [f32], n: usize, log: bool) {
+    for (row, dst) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
+        let m = max_of(row);
+        for (d, &v) in dst.iter_mut().zip(row) {
+            *d = math::exp(v - m);
+        }
+        let sum = sum_lanes(dst);
+        if log {
+            let lse = sum.ln() + m;
+            for (d, &v) in dst.iter_mut().zip(row) {
+                *d = v - lse;
+            }
+        } else {
+            let inv = 1.0 / sum;
+            for d in dst.iter_mut() {
+                *d *= inv;
+            }
+        }
+    }
 }
 
 /// Softmax (or log-softmax when `log`) along the middle dim of `[outer, n, inner]`.
@@ -65,26 +101,7 @@ pub fn softmax(
         return Ok(());
     }
     if inner == 1 {
-        for (row, dst) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
-            let m = max_of(row);
-            if log {
-                for (d, &v) in dst.iter_mut().zip(row) {
-                    *d = math::exp(v - m);
-                }
-                let lse = sum_lanes(dst).ln() + m;
-                for (d, &v) in dst.iter_mut().zip(row) {
-                    *d = v - lse;
-                }
-            } else {
-                for (d, &v) in dst.iter_mut().zip(row) {
-                    *d = math::exp(v - m);
-                }
-                let inv = 1.0 / sum_lanes(dst);
-                for d in dst.iter_mut() {
-                    *d *= inv;
-                }
-            }
-        }
+        dispatch_simd!(softmax_avx2, || softmax_rows(x, out, n, log));
         return Ok(());
     }
     // strided columns: one pass per statistic along each column
@@ -142,6 +159,22 @@ pub fn layer_norm(
             x.len()
         )));
     }
+    dispatch_simd!(layer_norm_avx2, || layer_norm_rows(
+        x, out, n, scale, bias, epsilon
+    ));
+    Ok(())
+}
+
+/// Layer norm of contiguous rows of `n` (lengths checked by the caller).
+#[inline(always)]
+fn layer_norm_rows(
+    x: &[f32],
+    out: &mut [f32],
+    n: usize,
+    scale: &[f32],
+    bias: Option<&[f32]>,
+    epsilon: f32,
+) {
     let inv_n = 1.0 / n as f32;
     for (row, dst) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
         let mean = sum_lanes(row) * inv_n;
@@ -163,5 +196,4 @@ pub fn layer_norm(
             }
         }
     }
-    Ok(())
 }

@@ -9,7 +9,7 @@
 //! - each slot is owned by exactly one `op` or `shape_guard`.
 
 use crate::ids::{ConstId, GroupId, InputIdx, Pc, Reg, RegionId, SlotId};
-use shapejit_ir::Op;
+use shapejit_ir::{DType, Op, Shape};
 
 /// A destination: the register written and the storage group its data goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -121,10 +121,15 @@ pub enum Instr {
         /// new values
         srcs: Vec<Reg>,
     },
-    /// `%a = scan_init`: an empty scan accumulator.
+    /// `%a = scan_init f32[n, 4]`: an empty scan accumulator whose rows have
+    /// this declared type (the result of a loop that runs zero times).
     ScanInit {
         /// the accumulator
         acc: Out,
+        /// element type of the rows
+        dtype: DType,
+        /// declared row shape (symbols of the graph inputs are evaluated)
+        row: Shape,
     },
     /// `scan_push %a, %s`: appends `%s` as a new row along axis 0 of `%a`.
     ScanPush {
@@ -195,7 +200,7 @@ impl Instr {
                 dsts.iter().map(|o| o.reg).collect()
             }
             Instr::LoopBegin { iter } => vec![iter.reg],
-            Instr::ScanInit { acc } => vec![acc.reg],
+            Instr::ScanInit { acc, .. } => vec![acc.reg],
             Instr::LoopNext { iter } => vec![*iter],
             Instr::ScanPush { acc, .. } => vec![*acc],
             Instr::ShapeGuard { .. }
@@ -212,7 +217,7 @@ impl Instr {
             Instr::ShapeOf { dst, .. } => vec![*dst],
             Instr::Op { dsts, .. } | Instr::Carry { dsts, .. } => dsts.clone(),
             Instr::LoopBegin { iter } => vec![*iter],
-            Instr::ScanInit { acc } => vec![*acc],
+            Instr::ScanInit { acc, .. } => vec![*acc],
             _ => Vec::new(),
         }
     }
@@ -250,7 +255,7 @@ impl Instr {
             }
             Instr::JumpIfFalse { cond, .. } => *cond = f(*cond),
             Instr::LoopBegin { iter } => out(iter, f),
-            Instr::ScanInit { acc } => out(acc, f),
+            Instr::ScanInit { acc, .. } => out(acc, f),
             Instr::LoopCheck {
                 iter, max, cond, ..
             } => {
@@ -275,7 +280,7 @@ impl Instr {
             Instr::ShapeOf { dst, .. } => out(dst),
             Instr::Op { dsts, .. } | Instr::Carry { dsts, .. } => dsts.iter_mut().for_each(out),
             Instr::LoopBegin { iter } => out(iter),
-            Instr::ScanInit { acc } => out(acc),
+            Instr::ScanInit { acc, .. } => out(acc),
             _ => {}
         }
     }

@@ -181,7 +181,9 @@ pub fn instr_text(program: &Program, instr: &Instr) -> String {
         } => format!("loop_check {iter} < {max} && {cond} else {exit}"),
         Instr::LoopNext { iter } => format!("loop_next {iter}"),
         Instr::Carry { dsts, srcs } => format!("carry ({}) <- ({})", outs(dsts), regs(srcs)),
-        Instr::ScanInit { acc } => format!("{} = scan_init", outs(&[*acc])),
+        Instr::ScanInit { acc, dtype, row } => {
+            format!("{} = scan_init {dtype}{row}", outs(&[*acc]))
+        }
         Instr::ScanPush { acc, src } => format!("scan_push {acc}, {src}"),
         Instr::Return { srcs } => format!("return {}", regs(srcs)),
     }

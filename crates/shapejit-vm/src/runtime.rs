@@ -429,10 +429,11 @@ impl Runtime {
                     self.write_counter(*iter, g, i + 1, pc)?;
                 }
                 Instr::Carry { dsts, srcs } => self.carry(&ctx, dsts, srcs, pc)?,
-                Instr::ScanInit { acc } => {
+                Instr::ScanInit { acc, dtype, row } => {
+                    let shape = self.empty_scan_shape(&program.symbols, row);
                     let v = RegVal {
-                        dtype: DType::F32,
-                        layout: Layout::contiguous(&[0]),
+                        dtype: *dtype,
+                        layout: Layout::contiguous(&shape),
                         storage: Storage::Group(acc.group),
                     };
                     self.set(acc.reg, v, pc)?;
@@ -752,6 +753,23 @@ impl Runtime {
             )?;
         }
         Ok(())
+    }
+
+    /// `[0, row...]` with the row's dims evaluated under the bound symbols, or
+    /// `[0]` when a dim cannot be evaluated.
+    fn empty_scan_shape(&self, names: &[String], row: &shapejit_ir::Shape) -> Dims {
+        let value_of = |s: &shapejit_ir::Symbol| {
+            let i = names.iter().position(|n| n == s.name())?;
+            self.symbols.get(i).copied().flatten()
+        };
+        let mut shape: Dims = SmallVec::from_slice(&[0]);
+        for d in row.dims() {
+            match d.eval(&value_of).and_then(|v| usize::try_from(v).ok()) {
+                Some(v) => shape.push(v),
+                None => return SmallVec::from_slice(&[0]),
+            }
+        }
+        shape
     }
 
     fn scan_push(&mut self, ctx: &Ctx<'_>, acc: Reg, src: Reg, pc: usize) -> Result<(), RunError> {

@@ -206,7 +206,7 @@ fn loop_carries_values_and_stacks_scan_outputs() {
     let x = tensor(&[4], 8);
     let xv = values(&x);
     // (max_trip, stop): trips = min(max_trip, stop) (the body stops the loop after `stop` steps)
-    for (max_trip, stop) in [(5i64, 100i64), (10, 3), (1, 1), (5, 100)] {
+    for (max_trip, stop) in [(5i64, 100i64), (10, 3), (1, 1), (0, 100), (5, 100)] {
         let trips = max_trip.min(stop) as usize;
         let out = rt
             .run(&[Tensor::scalar(max_trip), Tensor::scalar(stop), x.clone()])

@@ -445,8 +445,13 @@ impl Emitter {
         let scans: Vec<Out> = (0..n_scan)
             .map(|j| self.out(&format!("{}.scan{j}", node.name)))
             .collect();
-        for &acc in &scans {
-            self.instrs.push(Instr::ScanInit { acc });
+        for (j, &acc) in scans.iter().enumerate() {
+            let row = &body.value(body.outputs[1 + n_carried + j]).ty;
+            self.instrs.push(Instr::ScanInit {
+                acc,
+                dtype: row.dtype,
+                row: row.shape.clone(),
+            });
         }
         let head = self.pc();
         self.instrs.push(Instr::LoopCheck {

@@ -47,7 +47,8 @@ pub trait RegionKernel: Send + Sync {
 pub trait RegionExecutor: Send + Sync {
     /// A compiled kernel for this region head, if one matches the key.
     fn lookup(&self, ctx: &GuardCtx<'_>) -> Option<Arc<dyn RegionKernel>>;
-    /// Called after the interpreter ran a region (profiling on): the key and its
-    /// counts and mean time in the slot's window.
+    /// Called after the interpreter ran a region (always, whether or not
+    /// [`crate::Options::profile`] is on): the key and its counts and mean time
+    /// in the slot's window.
     fn observe(&self, slot: SlotId, region: &Region, key: &Arc<ShapeKey>, obs: Observation);
 }

@@ -51,7 +51,8 @@ pub struct Options {
     pub guard: GuardPolicy,
     /// allow shape-family kernels (one symbolic dim kept as a runtime argument)
     pub families: bool,
-    /// record per-slot shape keys, counts and times
+    /// record per-slot shape keys, counts and times for every `op` (region
+    /// heads are always profiled when a JIT executor is installed)
     pub profile: bool,
 }
 

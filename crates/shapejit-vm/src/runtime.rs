@@ -51,7 +51,8 @@ struct RegVal {
     storage: Storage,
 }
 
-/// A region being interpreted (profiling on): finished when `pc == end`.
+/// A region being interpreted (profiling on or an executor installed):
+/// finished when `pc == end`.
 struct Pending {
     end: usize,
     slot: SlotId,
@@ -675,7 +676,9 @@ impl Runtime {
             }
             return Ok(true);
         }
-        if let (true, Some((key, idx))) = (ctx.profile, keyed) {
+        // Here profiling is on or an executor is installed: either way the
+        // interpreted region is timed (the executor's tiering needs it).
+        if let Some((key, idx)) = keyed {
             *pending = Some(Pending {
                 end: next,
                 slot,

@@ -28,21 +28,28 @@ pub fn matmul(
         )));
     }
     let (m, n, k) = (os[r - 2], os[r - 1], as_[r - 1]);
-    let mut expect_a = os.to_vec();
-    expect_a[r - 1] = k;
-    let mut expect_b = os.to_vec();
-    expect_b[r - 2] = k;
-    if as_ != expect_a.as_slice() {
+    // a = [B…, m, k], b = [B…, k, n] (compared without allocating; vectors only on error)
+    let fits = |s: &[usize], rows: usize, cols: usize| {
+        s[..r - 2] == os[..r - 2] && s[r - 2] == rows && s[r - 1] == cols
+    };
+    let expected = |rows: usize, cols: usize| {
+        os[..r - 2]
+            .iter()
+            .copied()
+            .chain([rows, cols])
+            .collect::<Vec<_>>()
+    };
+    if !fits(as_, m, k) {
         return Err(KernelError::ShapeMismatch {
             what: "matmul a",
-            expected: expect_a,
+            expected: expected(m, k),
             actual: as_.to_vec(),
         });
     }
-    if bs != expect_b.as_slice() {
+    if !fits(bs, k, n) {
         return Err(KernelError::ShapeMismatch {
             what: "matmul b",
-            expected: expect_b,
+            expected: expected(k, n),
             actual: bs.to_vec(),
         });
     }

@@ -1,0 +1,120 @@
+//! After warm-up, `execute` makes no heap allocation (counting allocator), for
+//! every op family the reference transformer runs. The one exception is inside
+//! the `gemm` crate, which allocates its packing buffers per call: that is
+//! asserted here too, so a change in either direction is noticed.
+
+mod ops_support;
+use ops_support::*;
+use shapejit_ir::{BinaryOp, Op, ReduceOp, UnaryOp};
+use shapejit_vm::ops::{self, Scratch};
+use shapejit_vm::tensor::{TensorMut, TensorRef};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+struct Counting;
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator, only counting calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by the second and third `execute` of `op` (the first warms up).
+fn steady_allocs(op: &Op, inputs: &[&Host]) -> usize {
+    let refs: Vec<TensorRef> = inputs.iter().map(|h| h.as_ref()).collect();
+    let types = ops::output_types(op, &refs).unwrap();
+    let mut bufs: Vec<Vec<u64>> = types
+        .iter()
+        .map(|t| vec![0u64; (t.shape.iter().product::<usize>() * t.dtype.size()).div_ceil(8)])
+        .collect();
+    let mut scratch = Scratch::new();
+    let mut count = 0;
+    for round in 0..3 {
+        let mut outs: Vec<TensorMut> = bufs
+            .iter_mut()
+            .zip(&types)
+            .map(|(b, t)| {
+                let n = t.shape.iter().product::<usize>() * t.dtype.size();
+                // SAFETY: the buffer holds at least n bytes
+                let data =
+                    unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr().cast::<u8>(), n) };
+                TensorMut {
+                    dtype: t.dtype,
+                    shape: &t.shape,
+                    data,
+                }
+            })
+            .collect();
+        let before = ALLOCS.load(Ordering::Relaxed);
+        ops::execute(op, &refs, &mut outs, &mut scratch).unwrap();
+        if round > 0 {
+            count += ALLOCS.load(Ordering::Relaxed) - before;
+        }
+    }
+    count
+}
+
+#[test]
+fn steady_state_execute_does_not_allocate() {
+    let mut rng = Rng::new(60);
+    let x = Host::f32(&mut rng, &[4, 32, 64], Kind::Strided);
+    let bias = Host::f32(&mut rng, &[64], Kind::Contiguous);
+    let xc = Host::f32(&mut rng, &[4, 32, 64], Kind::Contiguous);
+    let idx = Host::random(&mut rng, &[4, 32], Kind::Contiguous, |r| {
+        r.range(0, 64) as i64
+    });
+    let table = Host::f32(&mut rng, &[64, 64], Kind::Contiguous);
+    let cases: Vec<(Op, Vec<&Host>)> = vec![
+        (Op::Binary(BinaryOp::Add), vec![&x, &bias]),
+        (Op::Unary(UnaryOp::Gelu { tanh_approx: false }), vec![&x]),
+        (Op::Softmax { axis: -1 }, vec![&x]),
+        (
+            Op::LayerNorm {
+                axis: -1,
+                epsilon: 1e-5,
+            },
+            vec![&x, &bias, &bias],
+        ),
+        (
+            Op::Reduce {
+                op: ReduceOp::Mean,
+                axes: vec![-1],
+                keepdims: true,
+            },
+            vec![&x],
+        ),
+        (
+            Op::Transpose {
+                perm: vec![0, 2, 1],
+            },
+            vec![&x],
+        ),
+        (Op::Concat { axis: 1 }, vec![&x, &xc]),
+        (Op::Gather { axis: 0 }, vec![&table, &idx]),
+    ];
+    for (op, inputs) in &cases {
+        assert_eq!(steady_allocs(op, inputs), 0, "{} allocates", op.name());
+    }
+}
+
+#[test]
+fn gemm_crate_allocates_its_packing_buffers() {
+    // documents the exception: the gemm crate (0.19) allocates packing memory per call
+    // for matrices large enough to pack; the ops layer itself adds nothing.
+    let mut rng = Rng::new(61);
+    let a = Host::f32(&mut rng, &[128, 256], Kind::Contiguous);
+    let b = Host::f32(&mut rng, &[256, 256], Kind::Contiguous);
+    let n = steady_allocs(&Op::MatMul, &[&a, &b]);
+    assert!(n > 0 && n <= 8, "gemm allocations per two calls: {n}");
+}

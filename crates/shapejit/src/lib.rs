@@ -72,6 +72,13 @@ impl Module {
     /// when the host supports it.
     pub fn from_graph(graph: Graph, options: Options) -> Result<Module, Error> {
         let program = shapejit_bytecode::lower(&graph)?;
+        Module::from_parts(graph, program, options)
+    }
+
+    /// A module from a graph and a program lowered from it earlier (e.g. read
+    /// back from an image). The program is verified first; a corrupt one is an
+    /// [`Error::Verify`].
+    pub fn from_parts(graph: Graph, program: Program, options: Options) -> Result<Module, Error> {
         let vm =
             shapejit_vm::Module::with_executor(program, options, shapejit_vm::jit::make_executor)?;
         Ok(Module {

@@ -335,3 +335,19 @@ fn stats_count_executions_and_shape_keys() {
     assert_eq!(region.executions, 3);
     assert_eq!(region.kernel_hits, 0);
 }
+
+#[test]
+fn from_parts_verifies_and_runs_a_stored_program() {
+    let (g, w, bias) = linear_relu();
+    let program = shapejit::bytecode::lower(&g).unwrap();
+    let module = Module::from_parts(g.clone(), program.clone(), Options::interp()).unwrap();
+    let x = tensor(&[2, 4], 6);
+    let out = module.runtime().run(std::slice::from_ref(&x)).unwrap();
+    assert_close(&values(&out[0]), &linear_relu_ref(&x, &w, &bias), 1e-5);
+    let mut broken = program;
+    broken.n_regs = 1;
+    assert!(matches!(
+        Module::from_parts(g, broken, Options::interp()),
+        Err(Error::Verify(_))
+    ));
+}

@@ -4,6 +4,7 @@
 //! `Arc` to the kernel, whose code is freed (`JITModule::free_memory`) when the last
 //! `Arc` — possibly one a running call holds — goes away, never earlier.
 
+use super::compiler::Target;
 use super::guard::Guard;
 use super::kernel::JitKernel;
 use crate::shape_key::ShapeKey;
@@ -17,6 +18,8 @@ pub struct Entry {
     pub guard: Guard,
     /// the kernel
     pub kernel: Arc<JitKernel>,
+    /// the request identity it was compiled for
+    pub target: Target,
     last_used: AtomicU64,
 }
 
@@ -60,6 +63,7 @@ impl SlotCache {
         &mut self,
         guard: Guard,
         kernel: Arc<JitKernel>,
+        target: Target,
         tick: u64,
         capacity: usize,
     ) -> Option<Entry> {
@@ -77,9 +81,19 @@ impl SlotCache {
         self.entries.push(Entry {
             guard,
             kernel,
+            target,
             last_used: AtomicU64::new(tick),
         });
         evicted
+    }
+
+    /// Removes the entry holding `kernel`.
+    pub fn remove(&mut self, kernel: &Arc<JitKernel>) -> Option<Entry> {
+        let i = self
+            .entries
+            .iter()
+            .position(|e| Arc::ptr_eq(&e.kernel, kernel))?;
+        Some(self.entries.swap_remove(i))
     }
 
     /// Number of cached kernels.

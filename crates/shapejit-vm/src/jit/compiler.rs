@@ -61,6 +61,8 @@ pub struct Request {
     pub target: Target,
     /// interpreted ns in the window this would save (heap order)
     pub benefit: u64,
+    /// interpreted time per input element of the key, ps (the demotion baseline)
+    pub baseline_ps: u64,
 }
 
 struct ByBenefit(Request);
@@ -207,6 +209,29 @@ impl Shared {
         policy.observations.saturating_sub(seen) > horizon
     }
 
+    /// Removes `kernel` from `slot` because it runs slower than the interpreter; its
+    /// target is never compiled again. Counted as an eviction.
+    pub fn demote(&self, slot: SlotId, kernel: &Arc<JitKernel>) {
+        let Some(state) = self.slots.get(slot.index()) else {
+            return;
+        };
+        let removed = state
+            .cache
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(kernel);
+        if let Some(entry) = removed {
+            bump(&self.counters.slots[slot.index()].evictions, 1);
+            self.counters
+                .global
+                .live_code_bytes
+                .fetch_sub(entry.kernel.code_bytes() as u64, Ordering::Relaxed);
+            if let Some(mut p) = self.policy(slot) {
+                p.failed.insert(entry.target);
+            }
+        }
+    }
+
     /// Compiles one request and installs the kernel (or counts the failure).
     pub fn process(&self, req: Request) {
         let Some(counters) = self.counters.slots.get(req.slot.index()) else {
@@ -219,7 +244,7 @@ impl Shared {
                 Ok((kernel, guard, us)) => {
                     bump(&counters.compiles, 1);
                     bump(&counters.compile_us, us);
-                    self.install(req.slot, guard, kernel);
+                    self.install(req.slot, guard, kernel, req.target.clone());
                 }
                 Err(_) => {
                     bump(&counters.compile_errors, 1);
@@ -269,12 +294,12 @@ impl Shared {
                 Code::MatMul(compile_matmul_epilogue(&spec).map_err(err)?, operands)
             }
         };
-        let kernel = JitKernel::new(code, translated.out_shape, rule);
+        let kernel = JitKernel::new(code, translated.out_shape, rule, req.baseline_ps);
         let us = kernel.compile_time().as_micros() as u64;
         Ok((Arc::new(kernel), guard, us))
     }
 
-    fn install(&self, slot: SlotId, guard: Guard, kernel: Arc<JitKernel>) {
+    fn install(&self, slot: SlotId, guard: Guard, kernel: Arc<JitKernel>, target: Target) {
         let bytes = kernel.code_bytes() as u64;
         let tick = self.tick.fetch_add(1, Ordering::Relaxed);
         let evicted = {
@@ -282,7 +307,7 @@ impl Shared {
                 .cache
                 .write()
                 .unwrap_or_else(|e| e.into_inner());
-            cache.insert(guard, kernel, tick, self.options.cache_capacity)
+            cache.insert(guard, kernel, target, tick, self.options.cache_capacity)
         };
         bump(&self.counters.global.live_code_bytes, bytes);
         if let Some(old) = evicted {

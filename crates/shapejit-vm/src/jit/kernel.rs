@@ -13,6 +13,8 @@ use crate::tensor::{Dims, TensorMut, TensorRef};
 use shapejit_ir::DType;
 use shapejit_jit::{ElementwiseKernel, MatMulKernel, RowKernel, ShapeMode};
 use shapejit_kernels::{StridedShape, View};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 /// How a kernel derives its output shape from a call's inputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,17 +44,48 @@ pub struct JitKernel {
     code: Code,
     out_shape: Dims,
     rule: ShapeRule,
+    /// interpreted time per input element when the kernel was requested, ps
+    baseline_ps_per_elem: u64,
+    runs: AtomicU64,
+    run_ns: AtomicU64,
+    run_elems: AtomicU64,
 }
+
+/// Runs between two comparisons of a kernel's speed with the interpreter's.
+const CHECK_EVERY: u64 = 32;
+/// A kernel this much slower (per element) than the interpreter is demoted.
+const DEMOTE_RATIO: u64 = 3; // over 2: 1.5×
 
 impl JitKernel {
     /// Wraps compiled code producing one output (elementwise: several) of
-    /// `out_shape` under `rule`.
-    pub fn new(code: Code, out_shape: Dims, rule: ShapeRule) -> JitKernel {
+    /// `out_shape` under `rule`. `baseline_ps_per_elem` is the interpreted time per
+    /// input element of the key that made the kernel worth compiling.
+    pub fn new(
+        code: Code,
+        out_shape: Dims,
+        rule: ShapeRule,
+        baseline_ps_per_elem: u64,
+    ) -> JitKernel {
         JitKernel {
             code,
             out_shape,
             rule,
+            baseline_ps_per_elem,
+            runs: AtomicU64::new(0),
+            run_ns: AtomicU64::new(0),
+            run_elems: AtomicU64::new(0),
         }
+    }
+
+    /// True when, measured over its runs so far, the kernel is more than 1.5× slower
+    /// per element than the interpreter was (checked every `CHECK_EVERY` runs).
+    pub fn slower_than_interpreter(&self) -> bool {
+        too_slow(
+            self.runs.load(Ordering::Relaxed),
+            self.run_ns.load(Ordering::Relaxed),
+            self.run_elems.load(Ordering::Relaxed),
+            self.baseline_ps_per_elem,
+        )
     }
 
     /// Bytes of machine code.
@@ -103,6 +136,15 @@ impl JitKernel {
             }
         })
     }
+}
+
+/// The demotion rule over a kernel's counters (see [`JitKernel::slower_than_interpreter`]).
+fn too_slow(runs: u64, run_ns: u64, run_elems: u64, baseline_ps_per_elem: u64) -> bool {
+    if runs == 0 || !runs.is_multiple_of(CHECK_EVERY) || baseline_ps_per_elem == 0 {
+        return false;
+    }
+    let ps = run_ns.saturating_mul(1000) / run_elems.max(1);
+    ps.saturating_mul(2) > baseline_ps_per_elem.saturating_mul(DEMOTE_RATIO)
 }
 
 fn kernel_error(message: String) -> OpError {
@@ -192,6 +234,31 @@ impl RegionKernel for JitKernel {
     }
 
     fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<(), OpError> {
+        let start = Instant::now();
+        let res = self.run_timed(inputs, outputs);
+        let elems: usize = inputs.iter().map(|t| t.layout.numel()).sum();
+        self.run_ns
+            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.run_elems.fetch_add(elems as u64, Ordering::Relaxed);
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        res
+    }
+
+    fn is_family(&self) -> bool {
+        match &self.code {
+            Code::Elementwise(k) => k.mode() == ShapeMode::Family,
+            Code::Row(k, _) => k.mode() == ShapeMode::Family,
+            Code::MatMul(k, _) => k.mode() == ShapeMode::Family,
+        }
+    }
+}
+
+impl JitKernel {
+    fn run_timed(
+        &self,
+        inputs: &[TensorRef<'_>],
+        outputs: &mut [TensorMut<'_>],
+    ) -> Result<(), OpError> {
         let (shape, outer) = self.shape_for(inputs)?;
         let mut outs: Vec<&mut [f32]> = outputs
             .iter_mut()
@@ -265,12 +332,21 @@ impl RegionKernel for JitKernel {
             }
         }
     }
+}
 
-    fn is_family(&self) -> bool {
-        match &self.code {
-            Code::Elementwise(k) => k.mode() == ShapeMode::Family,
-            Code::Row(k, _) => k.mode() == ShapeMode::Family,
-            Code::MatMul(k, _) => k.mode() == ShapeMode::Family,
-        }
+#[cfg(test)]
+mod tests {
+    use super::too_slow;
+
+    #[test]
+    fn demotes_only_clearly_slower_kernels_at_check_points() {
+        // 32 runs over 32_000 elements: 1000 ps per element
+        assert!(too_slow(32, 32_000, 32_000, 600), "1.67x slower");
+        assert!(
+            !too_slow(32, 32_000, 32_000, 700),
+            "1.43x slower is tolerated"
+        );
+        assert!(!too_slow(31, 32_000, 32_000, 10), "not a check point");
+        assert!(!too_slow(32, 32_000, 32_000, 0), "no baseline");
     }
 }

@@ -11,6 +11,11 @@
 //! - `lookup` (at every region head) finds a kernel in the slot's LRU ([`cache`]):
 //!   exact guards by interned-key pointer, then weak and family guards ([`guard`]).
 //!
+//! A kernel that turns out more than 1.5× slower per element than the interpreter was
+//! for its key (measured every 32 runs) is demoted in background mode: removed from
+//! the cache and never compiled again, so the slot goes back to the interpreter (sync
+//! mode skips this timing heuristic to stay deterministic).
+//!
 //! Install with [`make_executor`] (for [`Module::with_executor`]) or [`jit_module`],
 //! which also returns a [`JitHandle`] for tests (holding the compiler back, waiting
 //! for it to go idle).
@@ -202,6 +207,7 @@ impl JitExecutor {
         };
         let mut out = Vec::new();
         let benefit = policy::benefit(obs.in_window, obs.mean_ns);
+        let baseline_ps = obs.mean_ns.saturating_mul(1000) / (key.numel().max(1) as u64);
         if options.families
             && let Some((sig, batch)) = FamilySig::of(key)
         {
@@ -231,6 +237,7 @@ impl JitExecutor {
                         kind: Kind::Family(sig),
                         target,
                         benefit,
+                        baseline_ps,
                     });
                 }
             }
@@ -254,6 +261,7 @@ impl JitExecutor {
                 kind,
                 target,
                 benefit,
+                baseline_ps,
             });
         }
         out
@@ -264,8 +272,15 @@ impl RegionExecutor for JitExecutor {
     fn lookup(&self, ctx: &GuardCtx<'_>) -> Option<Arc<dyn RegionKernel>> {
         let slot = self.shared.slots.get(ctx.slot.index())?;
         let tick = self.shared.tick.fetch_add(1, Ordering::Relaxed);
-        let cache = slot.cache.read().ok()?;
-        let kernel = cache.find(ctx.key, tick)?;
+        let kernel = slot.cache.read().ok()?.find(ctx.key, tick)?;
+        // Demotion is a timing heuristic: background mode only, so sync mode stays
+        // deterministic.
+        if self.shared.options.compile == CompileMode::Background
+            && kernel.slower_than_interpreter()
+        {
+            self.shared.demote(ctx.slot, &kernel);
+            return None;
+        }
         Some(kernel as Arc<dyn RegionKernel>)
     }
 

@@ -379,3 +379,30 @@ fn builtins_are_deterministic_and_named() {
         ("y", "f32[batch, 32, 256]")
     );
 }
+
+#[test]
+fn weights_are_scaled_like_a_real_init() {
+    // N(0, 1/fan_in): the root mean square of a linear weight is 1/sqrt(fan_in).
+    let weights = Weights::of(&builtin::transformer());
+    for (name, fan_in, fan_out) in [
+        ("l0_q_w", 256, 256),
+        ("l5_ff1_w", 256, 1024),
+        ("l3_ff2_w", 1024, 256),
+    ] {
+        let w = weights.get(name, &[fan_in, fan_out]);
+        let rms = (w.iter().map(|v| v * v).sum::<f64>() / w.len() as f64).sqrt();
+        let mean = w.iter().sum::<f64>() / w.len() as f64;
+        assert!(
+            (rms * (fan_in as f64).sqrt() - 1.0).abs() < 0.02,
+            "{name}: rms {rms}"
+        );
+        assert!(
+            mean.abs() < 0.1 / (fan_in as f64).sqrt(),
+            "{name}: mean {mean}"
+        );
+    }
+    assert_ne!(
+        weights.get("l0_q_w", &[256, 256]),
+        weights.get("l0_k_w", &[256, 256])
+    );
+}

@@ -91,7 +91,9 @@ impl MatMulKernel {
     }
 
     /// `out = epilogue(alpha · a @ b, extras…)`. `a`, `b` are `[batch…, m, k]`,
-    /// `[batch…, k, n]` views (broadcast batch dims with stride 0); `out` is contiguous.
+    /// `[batch…, k, n]` views (broadcast batch dims with stride 0), or — for shared
+    /// weights — `a` flattened to `[batch·m, k]` and `b` `[k, n]`, which runs one large
+    /// GEMM instead of one per batch index; `out` is contiguous.
     pub fn run(
         &self,
         a: &View<f32>,
@@ -132,11 +134,26 @@ impl MatMulKernel {
             }
         }
         {
-            let mut view =
-                ViewMut::contiguous(&mut out[..numel], &shape).map_err(|e| JitError::Gemm {
+            // The product's view: the output shape, or — when the caller flattened the
+            // batch into the rows of a rank-2 `a` — `[rows, n]` over the same buffer.
+            let gemm_shape: Vec<usize> = if a.shape().len() == 2 && shape.len() > 2 {
+                vec![a.shape()[0], shape[shape.len() - 1]]
+            } else {
+                shape.clone()
+            };
+            if gemm_shape.iter().product::<usize>() != numel {
+                return Err(bad(
+                    "flattened product rows".to_string(),
+                    numel,
+                    gemm_shape.iter().product(),
+                ));
+            }
+            let mut view = ViewMut::contiguous(&mut out[..numel], &gemm_shape).map_err(|e| {
+                JitError::Gemm {
                     kernel: name(),
                     message: e.to_string(),
-                })?;
+                }
+            })?;
             matmul(&mut view, a, b, self.alpha, false).map_err(|e| JitError::Gemm {
                 kernel: name(),
                 message: e.to_string(),

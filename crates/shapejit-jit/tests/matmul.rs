@@ -133,3 +133,49 @@ fn bad_calls_are_typed_errors() {
         .unwrap_err();
     assert!(matches!(err, JitError::Gemm { .. }), "{err}");
 }
+
+#[test]
+fn flattened_rows_give_the_same_product() {
+    let (batch, m, k, n) = (3, 5, 7, 6);
+    let mut rng = Rng(77);
+    let a = rng.vec(batch * m * k, -1.0, 1.0);
+    let w = rng.vec(k * n, -1.0, 1.0);
+    let bias = rng.vec(n, -0.5, 0.5);
+    let res = rng.vec(batch * m * n, -1.0, 1.0);
+    let spec = MatMulEpilogueSpec {
+        name: "mm".to_string(),
+        out_shape: vec![batch, m, n],
+        mode: ShapeMode::Exact,
+        alpha: 1.0,
+        epilogue: bias_gelu_residual(),
+        extra_inputs: vec![
+            InputLayout::broadcast(&[n], &[batch, m, n]).unwrap(),
+            InputLayout::contiguous(&[batch, m, n]),
+        ],
+    };
+    let kernel = compile_matmul_epilogue(&spec).expect("compiles");
+    let wv3 = View::new(
+        &w,
+        StridedShape::new(&[batch, k, n], &[0, n as isize, 1], 0).unwrap(),
+    )
+    .unwrap();
+    let mut batched = vec![0f32; batch * m * n];
+    kernel
+        .run(
+            &View::contiguous(&a, &[batch, m, k]).unwrap(),
+            &wv3,
+            &[&bias, &res],
+            &mut batched,
+            0,
+        )
+        .unwrap();
+    let mut flat = vec![0f32; batch * m * n];
+    let (a2, w2) = (
+        View::contiguous(&a, &[batch * m, k]).unwrap(),
+        View::contiguous(&w, &[k, n]).unwrap(),
+    );
+    kernel.run(&a2, &w2, &[&bias, &res], &mut flat, 0).unwrap();
+    for (x, y) in batched.iter().zip(&flat) {
+        assert!((x - y).abs() <= 1e-5 * (1.0 + y.abs()));
+    }
+}

@@ -216,6 +216,27 @@ fn operand_view<'a>(
     View::new(data, geom).map_err(err)
 }
 
+/// `a [batch…, m, k]` as `[batch·m, k]` when its leading dims collapse to one stride.
+fn flattened_rows<'a>(t: &TensorRef<'a>) -> Option<View<'a, f32>> {
+    let (shape, strides) = (&t.layout.shape, &t.layout.strides);
+    let r = shape.len();
+    let mut rows = shape[r - 2];
+    let row_stride = strides[r - 2];
+    for d in (0..r - 2).rev() {
+        if shape[d] != 1 && strides[d] != strides[d + 1] * shape[d + 1] as isize {
+            return None;
+        }
+        rows *= shape[d];
+    }
+    let geom = StridedShape::new(
+        &[rows, shape[r - 1]],
+        &[row_stride, strides[r - 1]],
+        t.layout.offset,
+    )
+    .ok()?;
+    View::new(t.elems::<f32>()?, geom).ok()
+}
+
 fn input_slice<'a>(t: &TensorRef<'a>, k: usize) -> Result<&'a [f32], OpError> {
     t.elems::<f32>()
         .and_then(|all| all.get(t.layout.offset..))
@@ -318,8 +339,21 @@ impl JitKernel {
                 };
                 a_full[r - 1] = ka;
                 b_full[r - 2] = ka;
-                let a = operand_view(&inputs[ops.a], ops.trans_a, &a_full)?;
-                let b = operand_view(&inputs[ops.b], ops.trans_b, &b_full)?;
+                // Shared weights: one [batch·m, k] × [k, n] GEMM instead of one per batch.
+                let b_shape = inputs[ops.b].shape();
+                let flat = (b_shape.len() == 2 && r > 2 && !ops.trans_a)
+                    .then(|| flattened_rows(&inputs[ops.a]))
+                    .flatten();
+                let (a, b) = match flat {
+                    Some(a) => (
+                        a,
+                        operand_view(&inputs[ops.b], ops.trans_b, &[ka, shape[r - 1]])?,
+                    ),
+                    None => (
+                        operand_view(&inputs[ops.a], ops.trans_a, &a_full)?,
+                        operand_view(&inputs[ops.b], ops.trans_b, &b_full)?,
+                    ),
+                };
                 let extras: Vec<&[f32]> = ops
                     .extras
                     .iter()

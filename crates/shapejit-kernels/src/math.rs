@@ -50,11 +50,20 @@ fn horner<const N: usize>(x: f32, c: [f32; N]) -> f32 {
 /// the full range up to overflow and down into denormals is covered.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
-    let x = clamp_keep_nan(x, -104.0, 89.0);
-    let t = x * LOG2E + ROUND_MAGIC;
+    exp_split(x, 0.0)
+}
+
+/// `e^(hi + lo)` for `|lo|` small next to `|hi|` (≲ 2): the reduction subtracts
+/// `n·ln2` from `hi` alone, so `hi + lo` is never rounded to f32 — used where `hi`
+/// is a large exact value (`-t²` of erfc). `exp(x)` is `exp_split(x, 0)`.
+#[inline(always)]
+fn exp_split(hi: f32, lo: f32) -> f32 {
+    let hi = clamp_keep_nan(hi, -104.0, 89.0);
+    let t = (hi + lo) * LOG2E + ROUND_MAGIC;
     let nf = t - ROUND_MAGIC;
     let n = (t.to_bits() as i32).wrapping_sub(ROUND_MAGIC.to_bits() as i32);
-    let r = x - nf * 0.693_359_4 - nf * -2.121_944_4e-4;
+    // nf·0.693359375 is exact (9 + 8 significant bits), so is its difference with hi
+    let r = (hi - nf * 0.693_359_4) - nf * -2.121_944_4e-4 + lo;
     let z = r * r;
     let p = horner(
         r,
@@ -133,8 +142,8 @@ fn split_hi(x: f32) -> f32 {
 /// `erfc(t)` for `t ≥ 0` given `-t²` as an exact-ish pair `(neg_sq_hi, neg_sq_lo)`.
 ///
 /// Numerical Recipes' Chebyshev fit `u·exp(-t² + P(u))`, `u = 1/(1 + t/2)`
-/// (fractional error < 1.2e-7), with `e^{-t²}` taken as `e^{hi}·e^{lo + P}` so the
-/// large exponent is not rounded.
+/// (fractional error < 1.2e-7), with `e^{-t² + P}` taken as
+/// `exp_split(hi, lo + P)` so the large exponent is never rounded.
 #[inline(always)]
 fn erfc_core(t: f32, neg_sq_hi: f32, neg_sq_lo: f32) -> f32 {
     let u = 1.0 / (1.0 + 0.5 * t);
@@ -151,7 +160,7 @@ fn erfc_core(t: f32, neg_sq_hi: f32, neg_sq_lo: f32) -> f32 {
         -1.265_512_2,
     ];
     let p = horner(u, c);
-    u * exp(neg_sq_hi) * exp(neg_sq_lo + p)
+    u * exp_split(neg_sq_hi, neg_sq_lo + p)
 }
 
 /// `-t²` as `hi + lo` with `hi` exact (`t` clamped to 10: `erfc(10)` underflows f32).

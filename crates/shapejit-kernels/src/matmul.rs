@@ -57,19 +57,35 @@ pub fn matmul(
     let (ad, bd) = (a.data(), b.data());
     let (dst, og) = out.parts();
     let og = *og;
-    if m == 0 || n == 0 {
+    if og.numel() == 0 {
         return Ok(());
     }
     let (dst_rs, dst_cs) = (og.strides()[r - 2], og.strides()[r - 1]);
     let (lhs_rs, lhs_cs) = (ag.strides()[r - 2], ag.strides()[r - 1]);
     let (rhs_rs, rhs_cs) = (bg.strides()[r - 2], bg.strides()[r - 1]);
-    let batch = &og.shape()[..r - 2];
+    // Fold trailing batch dims into m where b is broadcast along them and a's and
+    // out's rows continue with one stride (x[B, m, k] @ w[k, n] is one GEMM with
+    // B·m rows, not B GEMMs that each re-pack w).
+    let mut n_batch = r - 2;
+    let mut m = m;
+    while n_batch > 0 {
+        let d = n_batch - 1;
+        let size = og.shape()[d];
+        let rows_continue =
+            ag.strides()[d] == m as isize * lhs_rs && og.strides()[d] == m as isize * dst_rs;
+        if size != 1 && !(bg.strides()[d] == 0 && rows_continue) {
+            break;
+        }
+        m *= size;
+        n_batch -= 1;
+    }
+    let batch = &og.shape()[..n_batch];
     walk(
         batch,
         [
-            &og.strides()[..r - 2],
-            &ag.strides()[..r - 2],
-            &bg.strides()[..r - 2],
+            &og.strides()[..n_batch],
+            &ag.strides()[..n_batch],
+            &bg.strides()[..n_batch],
         ],
         [og.offset(), ag.offset(), bg.offset()],
         |[o, x, y], len, [so, sx, sy]| {

@@ -163,7 +163,7 @@ fn tanh_error() {
 fn erf_error() {
     let (e, at) = max_ulps(-10.0, 10.0, math::erf, erf64);
     println!("erf: {e:.2} ulp at {at}");
-    assert!(e <= 3.9, "erf error {e} ulp at {at}");
+    assert!(e <= 3.6, "erf error {e} ulp at {at}");
     assert_eq!(math::erf(f32::INFINITY), 1.0);
     assert!(math::erf(f32::NAN).is_nan());
 }
@@ -174,7 +174,7 @@ fn gelu_erf_error() {
     println!("gelu_erf: {e:.2} ulp at {at}");
     let (e_mid, at_mid) = max_ulps(-5.0, 20.0, math::gelu_erf, gelu_erf64);
     println!("gelu_erf on -5..20: {e_mid:.2} ulp at {at_mid}");
-    assert!(e <= 8.3, "gelu_erf error {e} ulp at {at}");
+    assert!(e <= 7.9, "gelu_erf error {e} ulp at {at}");
     assert_eq!(math::gelu_erf(f32::NEG_INFINITY), 0.0);
     assert_eq!(math::gelu_erf(f32::INFINITY), f32::INFINITY);
 }

@@ -12,6 +12,15 @@
 //! size. The crate knows nothing of the VM: the VM translates its regions to these
 //! specs and keeps kernels in its code caches.
 //!
+//! # Performance (measured with `examples/throughput.rs`, release, loaded 2-core host)
+//! Compile time: 0.19 ms for `relu(x+b)` (229 B of code), 0.8 ms for `gelu_erf(x+b)`
+//! (2.5 KB), 0.5 ms for a softmax or layer-norm row kernel. Throughput on 512 Ki
+//! elements against plain Rust loops (LLVM auto-vectorized, libm transcendentals):
+//! memory-bound bodies ≈ 0.85–0.93× (Cranelift's 128-bit vectors vs LLVM), `exp` 2.7×,
+//! `tanh` 4.9×, `gelu_tanh` 6.7×, layer-norm 7.8×. Against AVX2 (256-bit) kernels, as
+//! the interpreter's, transcendental-heavy bodies are about 2× slower per element:
+//! x64 Cranelift has no 256-bit vectors.
+//!
 //! **Invariant:** code is emitted only for hosts with AVX and FMA ([`check_host`]).
 //! **Invariant:** each kernel owns its code and frees it on drop ([`live_code_bytes`]).
 

@@ -98,6 +98,7 @@ fn emit_row(b: &mut FunctionBuilder, plan: &RowPlan, ptrs: &RowPtrs) {
         plan,
         ptrs,
         Some(fold_a),
+        plan.prologue.weight(),
         &mut |l, input, out_addr, off| {
             let x = emit_program(l, plan.prologue, input, None)[0];
             if store_prologue {
@@ -136,6 +137,7 @@ fn emit_row(b: &mut FunctionBuilder, plan: &RowPlan, ptrs: &RowPtrs) {
                 plan,
                 ptrs,
                 Some(Fold::Sum),
+                32,
                 &mut |l, _, out_addr, off| {
                     let x = l.load(out_addr, off);
                     let m = l.splat_f(max);
@@ -160,6 +162,7 @@ fn emit_row(b: &mut FunctionBuilder, plan: &RowPlan, ptrs: &RowPtrs) {
                 plan,
                 ptrs,
                 Some(Fold::Sum),
+                32,
                 &mut |l, _, out_addr, off| {
                     let x = l.load(out_addr, off);
                     let m = l.splat_f(max);
@@ -189,6 +192,7 @@ fn emit_row(b: &mut FunctionBuilder, plan: &RowPlan, ptrs: &RowPtrs) {
                 plan,
                 ptrs,
                 Some(Fold::Sum),
+                2,
                 &mut |l, _, out_addr, off| {
                     let x = l.load(out_addr, off);
                     let m = l.splat_f(mean);
@@ -220,28 +224,38 @@ fn finish_pass(
     ptrs: &RowPtrs,
     normalize: &mut dyn FnMut(&mut Lanes, Value) -> Value,
 ) {
-    pass(b, plan, ptrs, None, &mut |l, input, out_addr, off| {
-        let x = l.load(out_addr, off);
-        let y = normalize(l, x);
-        let z = match plan.epilogue {
-            Some(epi) => emit_program(l, epi, input, Some(y))[0],
-            None => y,
-        };
-        l.store(z, out_addr, off);
-        None
-    });
+    let weight = 2 + plan.epilogue.map_or(0, Program::weight);
+    pass(
+        b,
+        plan,
+        ptrs,
+        None,
+        weight,
+        &mut |l, input, out_addr, off| {
+            let x = l.load(out_addr, off);
+            let y = normalize(l, x);
+            let z = match plan.epilogue {
+                Some(epi) => emit_program(l, epi, input, Some(y))[0],
+                None => y,
+            };
+            l.store(z, out_addr, off);
+            None
+        },
+    );
 }
 
 type Body<'a> = dyn FnMut(&mut Lanes, &mut dyn FnMut(&mut Lanes, InputId) -> Value, Value, i32) -> Option<Value>
     + 'a;
 
 /// One pass over the row. `body(lanes, input, out_addr, offset)` computes one group
-/// and returns its contribution to the fold. Returns the folded scalar.
+/// and returns its contribution to the fold; `weight` is its rough instruction count
+/// (picks the unroll). Returns the folded scalar.
 fn pass(
     b: &mut FunctionBuilder,
     plan: &RowPlan,
     ptrs: &RowPtrs,
     fold: Option<Fold>,
+    weight: usize,
     body: &mut Body,
 ) -> Option<Value> {
     let len = plan.row_len;
@@ -270,13 +284,6 @@ fn pass(
     };
     let init = b.ins().f32const(identity);
     let init_v = b.ins().splat(F32X4, init);
-    let weight = plan.prologue.weight()
-        + plan.epilogue.map_or(0, Program::weight)
-        + if matches!(plan.op, RowOp::Softmax | RowOp::LogSoftmax) {
-            30
-        } else {
-            0
-        };
     let unroll = unroll_for(weight);
     let vec_accs: Vec<Variable> = (0..unroll)
         .map(|_| {

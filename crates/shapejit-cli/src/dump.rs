@@ -25,7 +25,10 @@ fn io_json(specs: &[IoSpec]) -> serde_json::Value {
 /// Runs the command.
 pub fn main(args: Args) -> Result<()> {
     let (module, _) = crate::model::load(&args.model, Options::interp())?;
-    let graph = module.graph().display_elided().to_string();
+    let graph = match module.graph() {
+        Some(graph) => graph.display_elided().to_string(),
+        None => "(a .sjb image holds bytecode only; dump the source model for its graph)\n".into(),
+    };
     let program = module.program();
     if args.json {
         let slots: Vec<_> = module

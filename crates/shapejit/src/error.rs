@@ -34,13 +34,19 @@ pub enum Error {
         /// the path
         path: String,
     },
-    /// A known format this build cannot load yet.
-    #[error("'{path}': {what}")]
-    Unsupported {
+    /// A `.sjb` image was asked for as a graph (images hold bytecode only).
+    #[error("'{path}': a .sjb image holds bytecode, not a graph; load it with Module::load")]
+    ImageHasNoGraph {
         /// the path
         path: String,
-        /// what is missing
-        what: &'static str,
+    },
+    /// A `.sjb` image could not be loaded (truncated, corrupted, wrong version).
+    #[error("{path}: {source}")]
+    Image {
+        /// the path
+        path: String,
+        /// the image error
+        source: shapejit_bytecode::image::ImageError,
     },
     /// A `.sjir` file failed to parse (the error carries line:column).
     #[error("{path}:{source}")]

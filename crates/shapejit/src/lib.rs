@@ -54,17 +54,36 @@ pub use shapejit_vm::{
 use std::path::Path;
 use std::sync::Arc;
 
-/// A loaded model: the graph, its verified bytecode and the shared VM state.
+/// A loaded model: its verified bytecode, the shared VM state and (unless it
+/// came from a `.sjb` image) the graph it was lowered from.
 #[derive(Clone, Debug)]
 pub struct Module {
     vm: shapejit_vm::Module,
-    graph: Arc<Graph>,
+    graph: Option<Arc<Graph>>,
 }
 
 impl Module {
-    /// Loads `model`: `builtin:NAME`, a `.sjir` file or an `.onnx` file.
+    /// Loads `model`: `builtin:NAME`, a `.sjir` or `.onnx` file, or a `.sjb`
+    /// bytecode image (memory-mapped: its weights are not copied).
     pub fn load(model: &str, options: Options) -> Result<Module, Error> {
+        if is_image(model) {
+            let program = shapejit_bytecode::image::load(Path::new(model)).map_err(|source| {
+                Error::Image {
+                    path: model.to_string(),
+                    source,
+                }
+            })?;
+            return Module::from_program(program, options);
+        }
         Module::from_graph(load_graph(model)?, options)
+    }
+
+    /// A module from a program alone (e.g. read from a `.sjb` image); it is
+    /// verified first, and [`Module::graph`] is `None`.
+    pub fn from_program(program: Program, options: Options) -> Result<Module, Error> {
+        let vm =
+            shapejit_vm::Module::with_executor(program, options, shapejit_vm::jit::make_executor)?;
+        Ok(Module { vm, graph: None })
     }
 
     /// Lowers a graph (verified first) and builds a module for it; with
@@ -83,7 +102,7 @@ impl Module {
             shapejit_vm::Module::with_executor(program, options, shapejit_vm::jit::make_executor)?;
         Ok(Module {
             vm,
-            graph: Arc::new(graph),
+            graph: Some(Arc::new(graph)),
         })
     }
 
@@ -99,9 +118,9 @@ impl Module {
         self.vm.stats()
     }
 
-    /// The graph the module was built from.
-    pub fn graph(&self) -> &Graph {
-        &self.graph
+    /// The graph the module was built from; `None` for a `.sjb` image.
+    pub fn graph(&self) -> Option<&Graph> {
+        self.graph.as_deref()
     }
 
     /// The lowered program (its `Display` is the bytecode listing).
@@ -143,7 +162,13 @@ impl Runtime {
     }
 }
 
-/// Reads a model source into a graph.
+/// True when `model` names a `.sjb` bytecode image.
+fn is_image(model: &str) -> bool {
+    !model.starts_with("builtin:")
+        && Path::new(model).extension().and_then(|e| e.to_str()) == Some("sjb")
+}
+
+/// Reads a model source into a graph (`builtin:NAME`, `.sjir`, `.onnx`).
 pub fn load_graph(model: &str) -> Result<Graph, Error> {
     if let Some(name) = model.strip_prefix("builtin:") {
         return builtin::by_name(name).ok_or_else(|| Error::UnknownBuiltin {
@@ -167,9 +192,8 @@ pub fn load_graph(model: &str) -> Result<Graph, Error> {
             path: model.to_string(),
             source,
         }),
-        Some("sjb") => Err(Error::Unsupported {
+        Some("sjb") => Err(Error::ImageHasNoGraph {
             path: model.to_string(),
-            what: "bytecode images (.sjb) cannot be loaded yet",
         }),
         _ => Err(Error::UnknownFormat {
             path: model.to_string(),

@@ -9,15 +9,23 @@ use shapejit_ir::{BinaryOp, Op, ReduceOp, UnaryOp};
 use shapejit_vm::ops::{self, Scratch};
 use shapejit_vm::tensor::{TensorMut, TensorRef};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 
 struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    // Per thread: the test harness runs tests on parallel threads, and only the
+    // calling thread's allocations belong to the op under test.
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn allocs() -> usize {
+    ALLOCS.with(Cell::get)
+}
 
 // SAFETY: forwards to the system allocator, only counting calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
         // SAFETY: same contract as the caller's
         unsafe { System.alloc(layout) }
     }
@@ -56,10 +64,10 @@ fn steady_allocs(op: &Op, inputs: &[&Host]) -> usize {
                 }
             })
             .collect();
-        let before = ALLOCS.load(Ordering::Relaxed);
+        let before = allocs();
         ops::execute(op, &refs, &mut outs, &mut scratch).unwrap();
         if round > 0 {
-            count += ALLOCS.load(Ordering::Relaxed) - before;
+            count += allocs() - before;
         }
     }
     count

@@ -3,6 +3,7 @@
 //!
 //! **Invariant:** a speed-up is `other median / this median` for the same shape, so
 //! greater than 1 means this tier is faster; `-` when the other has no such shape.
+//! The per-tier row compares on the tier's own shape mix (see [`mix_speedup`]).
 
 use super::record::TierSummary;
 use super::summary::label_order;
@@ -21,6 +22,25 @@ fn speedup(other: Option<f64>, this: f64) -> String {
         Some(o) if o.is_finite() && this > 0.0 => format!("{:.2}x", o / this),
         _ => "-".to_string(),
     }
+}
+
+/// Speed-up of tier `t` over `base` on `t`'s own shape mix: both tiers' per-shape
+/// medians weighted by how often `t` ran each shape, so a tier that ran other
+/// shapes (`jit-fixed`) is compared on those shapes, not on `base`'s mean.
+fn mix_speedup(base: Option<&TierSummary>, t: &TierSummary) -> String {
+    let Some(base) = base else {
+        return "-".to_string();
+    };
+    let mut base_us = 0.0;
+    let mut this_us = 0.0;
+    for (label, b) in &t.per_batch {
+        let Some(o) = base.per_batch.get(label) else {
+            return "-".to_string();
+        };
+        base_us += o.median_us * b.count as f64;
+        this_us += b.median_us * b.count as f64;
+    }
+    speedup(Some(base_us), this_us)
 }
 
 /// Renders the tables.
@@ -107,7 +127,7 @@ pub fn render(tiers: &[TierSummary], compare: &[TierSummary]) -> String {
             t.cache_hit_rate * 100.0,
             t.deopt_count,
             ms(t.first_call_after_new_shape_us),
-            speedup(interp.map(|i| i.mean_us), t.mean_us)
+            mix_speedup(interp, t)
         );
     }
     out
@@ -169,5 +189,25 @@ mod tests {
             rows[0].contains(" 4 ") && rows[1].contains(" 16 "),
             "batches sort numerically: {rows:?}"
         );
+    }
+
+    #[test]
+    fn tier_row_compares_on_the_tiers_own_shape_mix() {
+        // jit-fixed ran only batch 1: compared with interp's batch-1 median (2.00x),
+        // not with interp's mean over a mix of batch sizes.
+        let tiers = [
+            tier("interp", &[("1", 100.0), ("64", 10000.0)]),
+            tier("jit-fixed", &[("1", 50.0)]),
+        ];
+        assert_eq!(mix_speedup(Some(&tiers[0]), &tiers[1]), "2.00x");
+        let text = render(&tiers, &[]);
+        let row = text
+            .lines()
+            .filter(|l| l.starts_with("jit-fixed "))
+            .last()
+            .unwrap();
+        assert!(row.trim_end().ends_with("2.00x"), "{row}");
+        let missing = tier("jit", &[("16", 1.0)]);
+        assert_eq!(mix_speedup(Some(&tiers[0]), &missing), "-");
     }
 }

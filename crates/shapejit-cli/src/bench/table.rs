@@ -204,7 +204,7 @@ mod tests {
         let row = text
             .lines()
             .filter(|l| l.starts_with("jit-fixed "))
-            .last()
+            .next_back()
             .unwrap();
         assert!(row.trim_end().ends_with("2.00x"), "{row}");
         let missing = tier("jit", &[("16", 1.0)]);

@@ -201,11 +201,7 @@ mod tests {
         ];
         assert_eq!(mix_speedup(Some(&tiers[0]), &tiers[1]), "2.00x");
         let text = render(&tiers, &[]);
-        let row = text
-            .lines()
-            .filter(|l| l.starts_with("jit-fixed "))
-            .next_back()
-            .unwrap();
+        let row = text.lines().rfind(|l| l.starts_with("jit-fixed ")).unwrap();
         assert!(row.trim_end().ends_with("2.00x"), "{row}");
         let missing = tier("jit", &[("16", 1.0)]);
         assert_eq!(mix_speedup(Some(&tiers[0]), &missing), "-");

@@ -31,6 +31,9 @@ pub struct KeyStats {
     pub total: u64,
     /// measured (interpreted) time with this key, ever, in ns
     pub total_ns: u64,
+    /// fastest single execution with this key, ns (`u64::MAX` before the first):
+    /// the steady-state cost, free of first-run effects such as arena growth
+    pub min_ns: u64,
 }
 
 /// A profile observation handed to the tiering policy.
@@ -42,6 +45,8 @@ pub struct Observation {
     pub total: u64,
     /// mean interpreted time of this key, ns
     pub mean_ns: u64,
+    /// fastest interpreted execution of this key, ns
+    pub min_ns: u64,
 }
 
 #[derive(Debug, Default)]
@@ -90,6 +95,7 @@ impl SlotProfile {
             in_window: 0,
             total: 0,
             total_ns: 0,
+            min_ns: u64::MAX,
         });
         st.index.insert(key.clone(), idx);
         (key, idx)
@@ -104,6 +110,7 @@ impl SlotProfile {
                 in_window: 0,
                 total: 0,
                 mean_ns: 0,
+                min_ns: 0,
             };
         }
         let cap = st.ring.len();
@@ -121,10 +128,12 @@ impl SlotProfile {
         k.in_window += 1;
         k.total += 1;
         k.total_ns = k.total_ns.saturating_add(ns);
+        k.min_ns = k.min_ns.min(ns);
         Observation {
             in_window: k.in_window,
             total: k.total,
             mean_ns: k.total_ns / k.total,
+            min_ns: k.min_ns,
         }
     }
 
@@ -196,6 +205,17 @@ mod tests {
         let data = vec![0u8; 4 * n];
         let t = crate::tensor::TensorRef::new(DType::F32, &l, &data).unwrap();
         ShapeKey::of(&[t])
+    }
+
+    #[test]
+    fn observations_keep_mean_and_fastest_run() {
+        let p = SlotProfile::new(8);
+        let (_, i) = p.intern(key(4));
+        let first = p.record(i, 900); // a cold first run
+        assert_eq!((first.mean_ns, first.min_ns), (900, 900));
+        p.record(i, 100);
+        let o = p.record(i, 200);
+        assert_eq!((o.mean_ns, o.min_ns), (400, 100));
     }
 
     #[test]

@@ -207,7 +207,9 @@ impl JitExecutor {
         };
         let mut out = Vec::new();
         let benefit = policy::benefit(obs.in_window, obs.mean_ns);
-        let baseline_ps = obs.mean_ns.saturating_mul(1000) / (key.numel().max(1) as u64);
+        // The demotion baseline is the fastest interpreted run, not the mean: the
+        // first runs of a key include arena growth and cold caches.
+        let baseline_ps = obs.min_ns.saturating_mul(1000) / (key.numel().max(1) as u64);
         if options.families
             && let Some((sig, batch)) = FamilySig::of(key)
         {

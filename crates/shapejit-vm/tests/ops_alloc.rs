@@ -7,7 +7,7 @@ mod ops_support;
 use ops_support::*;
 use shapejit_ir::{BinaryOp, Op, ReduceOp, UnaryOp};
 use shapejit_vm::ops::{self, Scratch};
-use shapejit_vm::tensor::{TensorMut, TensorRef};
+use shapejit_vm::tensor::TensorRef;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -42,28 +42,11 @@ static GLOBAL: Counting = Counting;
 fn steady_allocs(op: &Op, inputs: &[&Host]) -> usize {
     let refs: Vec<TensorRef> = inputs.iter().map(|h| h.as_ref()).collect();
     let types = ops::output_types(op, &refs).unwrap();
-    let mut bufs: Vec<Vec<u64>> = types
-        .iter()
-        .map(|t| vec![0u64; (t.shape.iter().product::<usize>() * t.dtype.size()).div_ceil(8)])
-        .collect();
+    let mut bufs = out_bufs(&types);
     let mut scratch = Scratch::new();
     let mut count = 0;
     for round in 0..3 {
-        let mut outs: Vec<TensorMut> = bufs
-            .iter_mut()
-            .zip(&types)
-            .map(|(b, t)| {
-                let n = t.shape.iter().product::<usize>() * t.dtype.size();
-                // SAFETY: the buffer holds at least n bytes
-                let data =
-                    unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr().cast::<u8>(), n) };
-                TensorMut {
-                    dtype: t.dtype,
-                    shape: &t.shape,
-                    data,
-                }
-            })
-            .collect();
+        let mut outs = out_tensors(&mut bufs, &types);
         let before = allocs();
         ops::execute(op, &refs, &mut outs, &mut scratch).unwrap();
         if round > 0 {

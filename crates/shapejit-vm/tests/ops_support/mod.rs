@@ -240,31 +240,39 @@ fn read_out(ty: &OutType, bytes: &[u8]) -> Vec<f64> {
         .collect()
 }
 
+/// Zeroed, 8-byte-aligned buffers big enough for each output type.
+pub fn out_bufs(types: &[OutType]) -> Vec<Vec<u64>> {
+    types
+        .iter()
+        .map(|t| vec![0u64; (t.shape.iter().product::<usize>() * t.dtype.size()).div_ceil(8)])
+        .collect()
+}
+
+/// Output tensors over `bufs` (from [`out_bufs`] for the same `types`).
+pub fn out_tensors<'a>(bufs: &'a mut [Vec<u64>], types: &'a [OutType]) -> Vec<TensorMut<'a>> {
+    bufs.iter_mut()
+        .zip(types)
+        .map(|(b, t)| {
+            let n = t.shape.iter().product::<usize>() * t.dtype.size();
+            // SAFETY: `out_bufs` sized the buffer to at least n bytes
+            let data = unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr().cast::<u8>(), n) };
+            TensorMut {
+                dtype: t.dtype,
+                shape: &t.shape,
+                data,
+            }
+        })
+        .collect()
+}
+
 /// Runs `op`: output_types, then execute into fresh buffers; when `view` gives a
 /// layout, also checks that reading the input through it gives the same values.
 pub fn run(op: &Op, inputs: &[&Host]) -> Result<Vec<Out>, OpError> {
     let refs: Vec<TensorRef> = inputs.iter().map(|h| h.as_ref()).collect();
     let types = ops::output_types(op, &refs)?;
-    let mut bufs: Vec<Vec<u64>> = types
-        .iter()
-        .map(|t| vec![0u64; (t.shape.iter().product::<usize>() * t.dtype.size()).div_ceil(8)])
-        .collect();
+    let mut bufs = out_bufs(&types);
     {
-        let mut outs: Vec<TensorMut> = bufs
-            .iter_mut()
-            .zip(&types)
-            .map(|(b, t)| {
-                let n = t.shape.iter().product::<usize>() * t.dtype.size();
-                // SAFETY: the buffer holds at least n bytes
-                let data =
-                    unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr().cast::<u8>(), n) };
-                TensorMut {
-                    dtype: t.dtype,
-                    shape: &t.shape,
-                    data,
-                }
-            })
-            .collect();
+        let mut outs = out_tensors(&mut bufs, &types);
         let mut scratch = Scratch::new();
         ops::execute(op, &refs, &mut outs, &mut scratch)?;
     }

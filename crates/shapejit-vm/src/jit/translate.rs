@@ -14,7 +14,7 @@
 
 use crate::shape_key::ShapeKey;
 use crate::tensor::Dims;
-use shapejit_bytecode::{Instr, Program, Reg, Region, RegionKind};
+use shapejit_bytecode::{Instr, Out, Program, Reg, Region, RegionKind};
 use shapejit_ir::{BinaryOp as IrBinary, DType, Op as IrOp, ReduceOp, UnaryOp as IrUnary};
 use shapejit_jit::{
     BinaryOp, CmpOp, ElementwiseSpec, InputLayout, MatMulEpilogueSpec, Op, Program as JitProgram,
@@ -176,6 +176,56 @@ fn single_output<'v>(
         return Err(fail(format!("output {reg} is bool")));
     }
     Ok(v)
+}
+
+/// The tail shared by row and matmul regions: the head op's `result` becomes its
+/// single destination register, the rest of the region is emitted as an
+/// elementwise epilogue, and the region's one output must keep the head's shape.
+struct Epilogue<'a> {
+    /// (the head op, its result) as named in errors
+    head: (&'static str, &'static str),
+    /// the head instruction's destinations
+    dsts: &'a [Out],
+    /// the head's value in the program
+    result: ValueId,
+    /// the head's output shape
+    shape: &'a Dims,
+    /// the instructions after the head
+    rest: &'a [Instr],
+}
+
+impl Epilogue<'_> {
+    /// Emits the epilogue, marks the program output and returns its value.
+    fn finish(
+        self,
+        jit: &mut JitProgram,
+        vals: &mut HashMap<Reg, Val>,
+        region: &Region,
+        fail: Fail,
+    ) -> Result<ValueId, Untranslatable> {
+        let (op, what) = self.head;
+        let [dst] = self.dsts else {
+            return Err(fail(format!("{op} with several results")));
+        };
+        vals.insert(
+            dst.reg,
+            Val {
+                id: self.result,
+                shape: self.shape.clone(),
+                mask: false,
+            },
+        );
+        emit_ops(jit, vals, self.rest, fail)?;
+        let out = single_output(region, vals, fail)?;
+        if &out.shape != self.shape {
+            return Err(fail(format!(
+                "the epilogue broadcasts the {what} {:?} to {:?}",
+                self.shape, out.shape
+            )));
+        }
+        jit.output(out.id);
+        Ok(out.id)
+    }
 }
 
 /// Translates `region` for `key` in `mode`.
@@ -411,27 +461,15 @@ fn translate_row(
             result = epilogue.binary(BinaryOp::Add, result, bias.id);
         }
     }
-    let [dst] = dsts.as_slice() else {
-        return Err(fail("row op with several results".to_string()));
+    let tail = Epilogue {
+        head: ("row op", "row result"),
+        dsts,
+        result,
+        shape: &out_shape,
+        rest: &instrs[pos + 1..],
     };
-    evals.insert(
-        dst.reg,
-        Val {
-            id: result,
-            shape: out_shape.clone(),
-            mask: false,
-        },
-    );
-    emit_ops(&mut epilogue, &mut evals, &instrs[pos + 1..], fail)?;
-    let out = single_output(region, &evals, fail)?;
-    if out.shape != out_shape {
-        return Err(fail(format!(
-            "the epilogue broadcasts the row result {out_shape:?} to {:?}",
-            out.shape
-        )));
-    }
-    epilogue.output(out.id);
-    let trivial_epilogue = out.id == row_result;
+    let out_id = tail.finish(&mut epilogue, &mut evals, region, fail)?;
+    let trivial_epilogue = out_id == row_result;
     let inputs = key
         .inputs
         .iter()
@@ -547,26 +585,14 @@ fn translate_matmul(
         let scaled = epi.binary(BinaryOp::Mul, cv.id, beta);
         result = epi.binary(BinaryOp::Add, result, scaled);
     }
-    let [dst] = dsts.as_slice() else {
-        return Err(fail("matmul with several results".to_string()));
+    let tail = Epilogue {
+        head: ("matmul", "product"),
+        dsts,
+        result,
+        shape: &prod_shape,
+        rest: &instrs[1..],
     };
-    vals.insert(
-        dst.reg,
-        Val {
-            id: result,
-            shape: prod_shape.clone(),
-            mask: false,
-        },
-    );
-    emit_ops(&mut epi, &mut vals, &instrs[1..], fail)?;
-    let out = single_output(region, &vals, fail)?;
-    if out.shape != prod_shape {
-        return Err(fail(format!(
-            "the epilogue broadcasts the product {prod_shape:?} to {:?}",
-            out.shape
-        )));
-    }
-    epi.output(out.id);
+    tail.finish(&mut epi, &mut vals, region, fail)?;
     let extra_inputs = extras
         .iter()
         .map(|&k| {

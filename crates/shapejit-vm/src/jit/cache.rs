@@ -51,6 +51,13 @@ impl SlotCache {
         self.entries.iter().any(|e| e.guard.matches(key).is_some())
     }
 
+    /// Whether an exact or weak entry (not a family) serves `key`.
+    pub fn covers_specifically(&self, key: &Arc<ShapeKey>) -> bool {
+        self.entries
+            .iter()
+            .any(|e| !matches!(e.guard, Guard::Family(_)) && e.guard.matches(key).is_some())
+    }
+
     /// Whether an entry has exactly this family guard.
     pub fn has_family(&self, sig: &super::guard::FamilySig) -> bool {
         self.entries

@@ -93,6 +93,9 @@ pub struct SlotPolicy {
     pub last_seen: HashMap<usize, u64>,
     /// per family: distinct batch sizes seen and a representative key with batch > 1
     pub families: HashMap<FamilySig, (Vec<usize>, Option<Arc<ShapeKey>>)>,
+    /// per key (address) served by a family kernel: sampled calls counted toward its
+    /// own exact kernel
+    pub family_served: HashMap<usize, u32>,
     /// requests sent and not finished
     pub pending: HashSet<Target>,
     /// targets whose compilation failed (never retried)
@@ -106,6 +109,8 @@ pub struct SlotJit {
     pub cache: RwLock<SlotCache>,
     /// promotion bookkeeping
     pub policy: Mutex<SlotPolicy>,
+    /// calls served by family kernels (sampling clock for hot-key promotion)
+    pub family_calls: AtomicU64,
 }
 
 /// Parks the compiler thread while held (test hook) and tells it to stop.
@@ -187,7 +192,9 @@ impl Shared {
             let cache = slot.cache.read().unwrap_or_else(|e| e.into_inner());
             match &req.kind {
                 Kind::Family(sig) => cache.has_family(sig),
-                Kind::Exact | Kind::Weak(_) => cache.covers(&req.key),
+                // a family serving the key does not make its own kernel stale: exact
+                // kernels are for the hottest keys, family-served or not
+                Kind::Exact | Kind::Weak(_) => cache.covers_specifically(&req.key),
             }
         };
         if covered {

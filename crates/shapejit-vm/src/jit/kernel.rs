@@ -77,6 +77,16 @@ impl JitKernel {
         }
     }
 
+    /// The interpreted time per input element this kernel is measured against, ps.
+    pub fn baseline_ps_per_elem(&self) -> u64 {
+        self.baseline_ps_per_elem
+    }
+
+    /// Mean wall time of one run so far, ns (0 before the first run).
+    pub fn mean_run_ns(&self) -> u64 {
+        self.run_ns.load(Ordering::Relaxed) / self.runs.load(Ordering::Relaxed).max(1)
+    }
+
     /// True when, measured over its runs so far, the kernel is more than 1.5× slower
     /// per element than the interpreter was (checked every `CHECK_EVERY` runs).
     pub fn slower_than_interpreter(&self) -> bool {

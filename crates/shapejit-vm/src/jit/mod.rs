@@ -6,6 +6,10 @@
 //!   ([`policy`]) becomes a compile request — weak-guarded when its inputs are
 //!   contiguous and equal-shaped (and the guard policy allows it), exact otherwise; a
 //!   family seen with ≥ 3 distinct batch sizes becomes a family request.
+//! - Keys served by a family kernel are never interpreted, so `lookup` samples them
+//!   instead (every [`FAMILY_SAMPLE`]-th family call of a slot): a key sampled
+//!   `promote_threshold` times — the hottest keys — gets its own exact (or weak)
+//!   kernel, as long as the slot's cache keeps room for the family beside it.
 //! - Requests are compiled on the calling thread (`CompileMode::Sync`), on the
 //!   background compiler thread ([`compiler`], `Background`), or never (`Off`).
 //! - `lookup` (at every region head) finds a kernel in the slot's LRU ([`cache`]):
@@ -50,6 +54,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// One in this many calls a slot's family kernels serve is counted toward the exact
+/// kernel of its key.
+pub const FAMILY_SAMPLE: u64 = 8;
 
 /// The tier-1 executor of one module.
 pub struct JitExecutor {
@@ -248,25 +256,86 @@ impl JitExecutor {
         let target = Target::Key(key_addr);
         let known = policy.pending.contains(&target) || policy.failed.contains(&target);
         if obs.in_window >= k && !known && out.is_empty() && !covered(&self.shared) {
-            let weak = (region.kind == RegionKind::Elementwise)
-                .then(|| WeakSig::of(key))
-                .flatten();
-            let kind = match (options.guard, weak) {
-                (GuardPolicy::Auto, Some(sig)) => Kind::Weak(sig),
-                _ => Kind::Exact,
-            };
             policy.pending.insert(target.clone());
             out.push(Request {
                 slot,
                 region: region.id,
                 key: key.clone(),
-                kind,
+                kind: self.key_kind(region, key),
                 target,
                 benefit,
                 baseline_ps,
             });
         }
         out
+    }
+
+    /// Weak-guarded when the key's inputs are contiguous and equal-shaped (and the
+    /// guard policy allows it), exact otherwise.
+    fn key_kind(&self, region: &Region, key: &ShapeKey) -> Kind {
+        let weak = (region.kind == RegionKind::Elementwise)
+            .then(|| WeakSig::of(key))
+            .flatten();
+        match (self.shared.options.guard, weak) {
+            (GuardPolicy::Auto, Some(sig)) => Kind::Weak(sig),
+            _ => Kind::Exact,
+        }
+    }
+
+    /// Counts a call a family kernel served (sampled); a key that has become hot gets
+    /// a request for its own kernel (see the module docs).
+    fn note_family_call(&self, ctx: &GuardCtx<'_>, family: &JitKernel) {
+        let options = &self.shared.options;
+        let state = &self.shared.slots[ctx.slot.index()];
+        let calls = state.family_calls.fetch_add(1, Ordering::Relaxed);
+        if options.compile == CompileMode::Off || !calls.is_multiple_of(FAMILY_SAMPLE) {
+            return;
+        }
+        let Some(mut policy) = self.shared.policy(ctx.slot) else {
+            return;
+        };
+        let key_addr = Arc::as_ptr(ctx.key) as usize;
+        let target = Target::Key(key_addr);
+        if policy.pending.contains(&target) || policy.failed.contains(&target) {
+            return;
+        }
+        let samples = policy.family_served.entry(key_addr).or_insert(0);
+        *samples += 1;
+        let samples = *samples;
+        let room = state
+            .cache
+            .read()
+            .map(|c| c.len() + 1 < options.cache_capacity)
+            .unwrap_or(false);
+        if samples < options.promote_threshold.max(1) || !room {
+            return;
+        }
+        policy.family_served.remove(&key_addr);
+        policy.pending.insert(target.clone());
+        drop(policy);
+        self.submit(Request {
+            slot: ctx.slot,
+            region: ctx.region.id,
+            key: ctx.key.clone(),
+            kind: self.key_kind(ctx.region, ctx.key),
+            target,
+            benefit: policy::benefit(samples, family.mean_run_ns()).saturating_mul(FAMILY_SAMPLE),
+            baseline_ps: family.baseline_ps_per_elem(),
+        });
+    }
+
+    /// Compiles `req` now (sync mode) or queues it for the compiler thread.
+    fn submit(&self, req: Request) {
+        match &self.sender {
+            Some(tx) => {
+                let depth = &self.shared.counters.global.queue_depth;
+                depth.fetch_add(1, Ordering::Relaxed);
+                if tx.send(req).is_err() {
+                    depth.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+            None => self.shared.process(req),
+        }
     }
 }
 
@@ -283,6 +352,9 @@ impl RegionExecutor for JitExecutor {
             self.shared.demote(ctx.slot, &kernel);
             return None;
         }
+        if kernel.is_family() {
+            self.note_family_call(ctx, &kernel);
+        }
         Some(kernel as Arc<dyn RegionKernel>)
     }
 
@@ -291,23 +363,7 @@ impl RegionExecutor for JitExecutor {
             return;
         }
         for req in self.requests(slot, region, key, obs) {
-            match &self.sender {
-                Some(tx) => {
-                    self.shared
-                        .counters
-                        .global
-                        .queue_depth
-                        .fetch_add(1, Ordering::Relaxed);
-                    if tx.send(req).is_err() {
-                        self.shared
-                            .counters
-                            .global
-                            .queue_depth
-                            .fetch_sub(1, Ordering::Relaxed);
-                    }
-                }
-                None => self.shared.process(req),
-            }
+            self.submit(req);
         }
     }
 }

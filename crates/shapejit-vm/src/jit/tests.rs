@@ -143,6 +143,37 @@ fn family_kernel_serves_every_batch_size_1_to_70() {
 }
 
 #[test]
+fn hot_keys_served_by_a_family_get_their_own_exact_kernel() {
+    let interp = Module::new(graph(), Options::interp()).unwrap();
+    let (module, _h) = jit(sync_options());
+    let (mut rj, mut ri) = (module.runtime(), interp.runtime());
+    let mut check = |batch: usize, iter: u32| {
+        let x = inputs(batch, iter);
+        assert_close(
+            &rj.run(&x).unwrap(),
+            &ri.run(&x).unwrap(),
+            &format!("batch {batch} iteration {iter}"),
+        );
+    };
+    for batch in 1..=3 {
+        check(batch, 0);
+    }
+    let (_, compiles, ..) = totals(&module);
+    assert_eq!(compiles, 1, "three batch sizes make the family kernel");
+    for iter in 0..20 {
+        check(5, iter);
+    }
+    let (hits, compiles, family_hits, evictions, errors) = totals(&module);
+    assert_eq!(errors, 0);
+    assert_eq!(evictions, 0, "the family kernel stays beside the exact one");
+    // family calls 0 and 8 are sampled (threshold 2): the 9th call requests batch 5's
+    // own kernel, so the remaining 11 calls run on it
+    assert_eq!(compiles, 2);
+    assert_eq!(hits, 20);
+    assert_eq!(family_hits, 9);
+}
+
+#[test]
 fn lru_evicts_and_bounds_live_code_bytes() {
     let interp = Module::new(graph(), Options::interp()).unwrap();
     let (module, handle) = jit(Options {

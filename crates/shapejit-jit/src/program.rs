@@ -150,6 +150,45 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// Rough instruction count of one evaluation: ≈ 30 for a transcendental, 1 for
+    /// anything else.
+    pub(crate) fn weight(&self) -> usize {
+        match self {
+            Op::Unary(
+                UnaryOp::Exp
+                | UnaryOp::Log
+                | UnaryOp::Tanh
+                | UnaryOp::Sigmoid
+                | UnaryOp::Erf
+                | UnaryOp::GeluErf
+                | UnaryOp::GeluTanh
+                | UnaryOp::Elu { .. },
+                _,
+            )
+            | Op::Binary(BinaryOp::Pow, ..) => HEAVY_WEIGHT,
+            _ => 1,
+        }
+    }
+
+    /// The values this op reads.
+    pub(crate) fn operands(&self) -> Vec<ValueId> {
+        match *self {
+            Op::Input(_) | Op::Const(_) | Op::RowResult => Vec::new(),
+            Op::Unary(_, x) => vec![x],
+            Op::Binary(_, a, b) | Op::Compare(_, a, b) => vec![a, b],
+            Op::Select {
+                cond,
+                on_true,
+                on_false,
+            } => vec![cond, on_true, on_false],
+        }
+    }
+}
+
+/// [`Op::weight`] of a transcendental.
+pub(crate) const HEAVY_WEIGHT: usize = 30;
+
 /// The type of a program value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ValueType {
@@ -231,27 +270,10 @@ impl Program {
         self.outputs.push(value);
     }
 
-    /// Rough instruction count of one evaluation (transcendentals ≈ 30 instructions),
-    /// used to pick the unroll factor.
+    /// Rough instruction count of one evaluation (see [`Op::weight`]), used to pick
+    /// the unroll factor.
     pub(crate) fn weight(&self) -> usize {
-        self.ops
-            .iter()
-            .map(|op| match op {
-                Op::Unary(
-                    UnaryOp::Exp
-                    | UnaryOp::Log
-                    | UnaryOp::Tanh
-                    | UnaryOp::Sigmoid
-                    | UnaryOp::Erf
-                    | UnaryOp::GeluErf
-                    | UnaryOp::GeluTanh
-                    | UnaryOp::Elu { .. },
-                    _,
-                )
-                | Op::Binary(BinaryOp::Pow, ..) => 30,
-                _ => 1,
-            })
-            .sum()
+        self.ops.iter().map(Op::weight).sum()
     }
 
     /// Checks operand order and types; returns each value's type.

@@ -1,7 +1,8 @@
 //! Differential tests of elementwise kernels against a naive f64 evaluation of the same
 //! program with explicit strided indexing: generated op chains and shapes, broadcasting,
 //! size-1 dims, transposed and sliced inputs, sizes that are not multiples of the
-//! vector width, family kernels at every batch size 1..=70.
+//! vector width, family kernels at every batch size 1..=70, staged kernels (several
+//! transcendentals over long rows).
 //!
 //! Tolerance: |jit − f64| ≤ 2e-4·(1 + |f64|). The ops' own errors are a few ulp
 //! (`math_error.rs`); the bound leaves room for error growth along a chain of up to
@@ -316,6 +317,26 @@ proptest! {
     ) {
         let program = make_program(kinds.len(), &choices, n_outputs);
         check_case(&shape, ShapeMode::Exact, &kinds, &program, &[shape[0]], seed);
+    }
+
+    /// Several transcendentals and inner dims of at least one staged tile (32):
+    /// the main loop runs in stages over a stack tile.
+    #[test]
+    fn staged_kernels_match_reference(
+        shape in (1usize..4, 32usize..140).prop_map(|(a, b)| vec![a, b]),
+        kinds in prop::collection::vec(kind_strategy(), 1..=3),
+        heavy in prop::collection::vec((11u8..=17, any::<u16>()), 2..=4),
+        choices in choices_strategy(),
+        seed in any::<u64>(),
+    ) {
+        let mut all: Vec<(u8, u16, u16, u16)> =
+            heavy.iter().map(|&(code, a)| (code, a, a / 3, a / 7)).collect();
+        all.extend(choices);
+        let program = make_program(kinds.len(), &all, 2);
+        check_case(&shape, ShapeMode::Exact, &kinds, &program, &[shape[0]], seed);
+        // rank-1 family: the runtime dim is the staged one
+        let program = make_program(1, &all, 1);
+        check_case(&[4], ShapeMode::Family, &[Kind::Contiguous], &program, &[31, 32, 95, 140], seed);
     }
 
     #[test]

@@ -6,24 +6,30 @@
 //! transcendental-heavy programs, see `lanes::unroll_for`),
 //! then straight-line remaining vectors and a scalar tail (both folded from the trip
 //! count), or — for a runtime count — a scalar remainder loop. Otherwise a strided
-//! scalar loop runs.
+//! scalar loop runs. A program with several transcendentals runs its main loop in
+//! stages over a tile of [`STAGE_TILE`] vectors ([`super::stages`]).
 //!
 //! **Invariant:** each element of each output is written exactly once, after all
 //! inputs of that element (and of its vector group) were loaded, so an output may
 //! alias an input that has the output's own layout (in-place epilogues).
 
-use cranelift_codegen::ir::types::{F32, I64};
-use cranelift_codegen::ir::{InstBuilder, Value};
+use cranelift_codegen::ir::types::{F32, F32X4, I32X4, I64};
+use cranelift_codegen::ir::{InstBuilder, StackSlot, StackSlotData, StackSlotKind, Value};
 use cranelift_frontend::FunctionBuilder;
 
 use super::function::Params;
 use super::lanes::{Lanes, VECTOR_LANES, Width, mem_flags, unroll_for};
 use super::loops::{Cursor, TripCount, counted_loop};
-use super::program::emit_program;
+use super::program::{emit_op, emit_ops, emit_program};
+use super::stages::StagePlan;
 use crate::layout::LoopNest;
-use crate::program::Program;
+use crate::program::{InputId, Op, Program};
 
 const F32_BYTES: usize = 4;
+/// Bytes of one f32x4 vector.
+const VECTOR_BYTES: usize = VECTOR_LANES * F32_BYTES;
+/// Vectors per main-loop iteration of a staged program (a power of two).
+const STAGE_TILE: usize = 8;
 
 /// Emits the whole kernel body.
 pub(crate) fn emit_elementwise(
@@ -41,6 +47,7 @@ pub(crate) fn emit_elementwise(
         program,
         n_inputs,
         outer: params.outer,
+        stages: StagePlan::new(program),
     };
     cx.level(b, 0, &bases);
 }
@@ -50,6 +57,7 @@ struct Nest<'a> {
     program: &'a Program,
     n_inputs: usize,
     outer: Value,
+    stages: Option<StagePlan>,
 }
 
 impl Nest<'_> {
@@ -112,7 +120,15 @@ impl Nest<'_> {
             .zip(strides)
             .map(|(&base, &s)| (s == 1).then(|| Cursor::new(b, base)))
             .collect();
-        let unroll = unroll_for(self.program.weight());
+        let unroll = match self.stages {
+            Some(_) => STAGE_TILE,
+            None => unroll_for(self.program.weight()),
+        };
+        let tile = self.stages.as_ref().map(|plan| {
+            // Invariant: a tile is rows × 8 vectors × 16 bytes, a few KiB at most.
+            let bytes = (plan.rows.max(1) * STAGE_TILE * VECTOR_BYTES) as u32;
+            b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, bytes, 4))
+        });
         let chunk = unroll * VECTOR_LANES;
         let chunk_bytes = (chunk * F32_BYTES) as i64;
         let main = match count {
@@ -122,14 +138,14 @@ impl Nest<'_> {
             }
         };
         counted_loop(b, main, &mut |b, _| {
-            for u in 0..unroll {
-                self.group(
-                    b,
-                    Width::X4,
-                    &splats,
-                    &cursors,
-                    (u * VECTOR_LANES * F32_BYTES) as i32,
-                );
+            match (&self.stages, tile) {
+                (Some(plan), Some(tile)) => self.staged(b, plan, tile, &splats, &cursors),
+                _ => {
+                    for u in 0..unroll {
+                        let offset = (u * VECTOR_BYTES) as i32;
+                        self.group(b, Width::X4, &splats, &cursors, offset);
+                    }
+                }
             }
             bump_all(b, &cursors, chunk_bytes);
         });
@@ -193,6 +209,93 @@ impl Nest<'_> {
         });
     }
 
+    /// Computes [`STAGE_TILE`] vectors from the cursors stage by stage: each stage
+    /// reads what earlier stages left in `tile` and leaves what later ones need.
+    fn staged(
+        &self,
+        b: &mut FunctionBuilder,
+        plan: &StagePlan,
+        tile: StackSlot,
+        splats: &[Option<(Value, Value)>],
+        cursors: &[Option<Cursor>],
+    ) {
+        let tile_offset = |row: usize, u: usize| ((row * STAGE_TILE + u) * VECTOR_BYTES) as i32;
+        let last = plan.stages.len() - 1;
+        for (s, range) in plan.stages.iter().enumerate() {
+            for u in 0..STAGE_TILE {
+                let offset = (u * VECTOR_BYTES) as i32;
+                let addrs = cursor_addrs(b, cursors);
+                let mut l = Lanes {
+                    b,
+                    width: Width::X4,
+                };
+                let mut input =
+                    |l: &mut Lanes, id: InputId| self.input_value(l, id, splats, &addrs, offset);
+                let mut values: Vec<Option<Value>> = vec![None; self.program.ops.len()];
+                for &v in &plan.live_in[s] {
+                    let op = self.program.ops[v];
+                    values[v] = Some(match plan.tile_row[v] {
+                        Some(row) => {
+                            let ty = if matches!(op, Op::Compare(..)) {
+                                I32X4
+                            } else {
+                                F32X4
+                            };
+                            l.b.ins().stack_load(I64, ty, tile, tile_offset(row, u))
+                        }
+                        // inputs and constants: read again
+                        None => emit_op(&mut l, op, &values, &mut input, None),
+                    });
+                }
+                emit_ops(
+                    &mut l,
+                    self.program,
+                    range.clone(),
+                    &mut values,
+                    &mut input,
+                    None,
+                );
+                // Invariant: the plan gives every value read after its stage a tile
+                // row or (inputs, constants) none, and the loop above and emit_ops
+                // define every value the stores below read.
+                let value = |v: usize| values[v].expect("value defined in its stage");
+                if s == last {
+                    for (k, out) in self.program.outputs.iter().enumerate() {
+                        let addr = addrs[self.n_inputs + k].expect("output has a cursor");
+                        l.store(value(out.0 as usize), addr, offset);
+                    }
+                } else {
+                    for v in range.clone() {
+                        if let Some(row) = plan.tile_row[v] {
+                            l.b.ins()
+                                .stack_store(I64, value(v), tile, tile_offset(row, u));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The current element(s) of input `id` at byte `offset` from its cursor.
+    fn input_value(
+        &self,
+        l: &mut Lanes,
+        id: InputId,
+        splats: &[Option<(Value, Value)>],
+        addrs: &[Option<Value>],
+        offset: i32,
+    ) -> Value {
+        let k = id.0 as usize;
+        match (splats[k], addrs[k]) {
+            (Some((scalar, vector)), _) => match l.width {
+                Width::Scalar => scalar,
+                Width::X4 => vector,
+            },
+            // Invariant: every input has either a splat (stride 0) or a cursor.
+            (None, addr) => l.load(addr.expect("input has a cursor"), offset),
+        }
+    }
+
     /// Computes one group (one element or one vector) at byte `offset` from the cursors.
     fn group(
         &self,
@@ -202,22 +305,10 @@ impl Nest<'_> {
         cursors: &[Option<Cursor>],
         offset: i32,
     ) {
-        let addrs: Vec<Option<Value>> = cursors
-            .iter()
-            .map(|c| c.as_ref().map(|c| c.get(b)))
-            .collect();
+        let addrs = cursor_addrs(b, cursors);
         let mut l = Lanes { b, width };
-        let mut input = |l: &mut Lanes, id: crate::program::InputId| {
-            let k = id.0 as usize;
-            match (splats[k], addrs[k]) {
-                (Some((scalar, vector)), _) => match l.width {
-                    Width::Scalar => scalar,
-                    Width::X4 => vector,
-                },
-                // Invariant: every input has either a splat (stride 0) or a cursor.
-                (None, addr) => l.load(addr.expect("input has a cursor"), offset),
-            }
-        };
+        let mut input =
+            |l: &mut Lanes, id: InputId| self.input_value(l, id, splats, &addrs, offset);
         let results = emit_program(&mut l, self.program, &mut input, None);
         for (k, value) in results.into_iter().enumerate() {
             // Invariant: outputs are contiguous, so they always have a cursor.
@@ -225,6 +316,14 @@ impl Nest<'_> {
             l.store(value, addr, offset);
         }
     }
+}
+
+/// The current address of every cursor.
+fn cursor_addrs(b: &mut FunctionBuilder, cursors: &[Option<Cursor>]) -> Vec<Option<Value>> {
+    cursors
+        .iter()
+        .map(|c| c.as_ref().map(|c| c.get(b)))
+        .collect()
 }
 
 fn bump_all(b: &mut FunctionBuilder, cursors: &[Option<Cursor>], bytes: i64) {

@@ -106,13 +106,12 @@ fn pow2i(l: &mut Lanes, n: Value) -> Value {
 
 /// `e^x`.
 pub(crate) fn exp(l: &mut Lanes, x: Value) -> Value {
-    // Clamp so n stays in [-150, 128]; NaN passes (both compares are false).
+    // Clamp so n stays in [-150, 128]. `min(hi, x)` is `hi < x ? hi : x` (one
+    // `minps`, likewise `maxps`), so NaN passes: both compares are false for it.
     let hi = l.f(88.8);
     let lo = l.f(-104.0);
-    let over = l.cmp(FloatCC::GreaterThan, x, hi);
-    let x = l.select(over, hi, x);
-    let under = l.cmp(FloatCC::LessThan, x, lo);
-    let x = l.select(under, lo, x);
+    let x = l.min(hi, x);
+    let x = l.max(lo, x);
     // n = round(x·log2 e), as float and as integer, via the magic-number trick.
     let log2e = l.f(LOG2E);
     let magic = l.f(ROUND_MAGIC);

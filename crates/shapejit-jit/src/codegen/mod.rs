@@ -10,3 +10,4 @@ pub(crate) mod loops;
 pub(crate) mod math;
 pub(crate) mod program;
 pub(crate) mod row;
+pub(crate) mod stages;

@@ -8,7 +8,9 @@ use cranelift_codegen::ir::{InstBuilder, Value};
 
 use super::lanes::Lanes;
 use super::math;
-use crate::program::{BinaryOp, CmpOp, InputId, Op, Program, UnaryOp};
+use std::ops::Range;
+
+use crate::program::{BinaryOp, CmpOp, InputId, Op, Program, UnaryOp, ValueId};
 
 /// Emits every op of `program` and returns the values of its outputs, in order.
 /// `input` produces the current element of an input; `row_result` is the value
@@ -19,33 +21,64 @@ pub(crate) fn emit_program(
     input: &mut dyn FnMut(&mut Lanes, InputId) -> Value,
     row_result: Option<Value>,
 ) -> Vec<Value> {
-    let mut values: Vec<Value> = Vec::with_capacity(program.ops.len());
-    for op in &program.ops {
-        let v = match *op {
-            Op::Input(id) => input(l, id),
-            Op::Const(c) => l.f(c),
-            // Invariant: validation admits RowResult only where the caller passes one.
-            Op::RowResult => row_result.expect("validated: row result available"),
-            Op::Unary(op, x) => unary(l, op, values[x.0 as usize]),
-            Op::Binary(op, a, b) => binary(l, op, values[a.0 as usize], values[b.0 as usize]),
-            Op::Compare(op, a, b) => compare(l, op, values[a.0 as usize], values[b.0 as usize]),
-            Op::Select {
-                cond,
-                on_true,
-                on_false,
-            } => l.select(
-                values[cond.0 as usize],
-                values[on_true.0 as usize],
-                values[on_false.0 as usize],
-            ),
-        };
-        values.push(v);
-    }
+    let mut values: Vec<Option<Value>> = vec![None; program.ops.len()];
+    emit_ops(
+        l,
+        program,
+        0..program.ops.len(),
+        &mut values,
+        input,
+        row_result,
+    );
     program
         .outputs
         .iter()
-        .map(|v| values[v.0 as usize])
+        .map(|v| values[v.0 as usize].expect("validated: outputs are defined"))
         .collect()
+}
+
+/// Emits ops `range` of `program` into `values` (indexed by op). Every operand the
+/// range reads from before its start must already be in `values` (a staged kernel
+/// loads them from its tile, see [`super::stages`]).
+pub(crate) fn emit_ops(
+    l: &mut Lanes,
+    program: &Program,
+    range: Range<usize>,
+    values: &mut [Option<Value>],
+    input: &mut dyn FnMut(&mut Lanes, InputId) -> Value,
+    row_result: Option<Value>,
+) {
+    for idx in range {
+        let v = emit_op(l, program.ops[idx], values, input, row_result);
+        values[idx] = Some(v);
+    }
+}
+
+/// Emits one op whose operands are in `values`.
+pub(crate) fn emit_op(
+    l: &mut Lanes,
+    op: Op,
+    values: &[Option<Value>],
+    input: &mut dyn FnMut(&mut Lanes, InputId) -> Value,
+    row_result: Option<Value>,
+) -> Value {
+    // Invariant: validation orders operands before their use, and staged emission
+    // loads every operand from before its stage first.
+    let get = |v: ValueId| values[v.0 as usize].expect("operand emitted before its use");
+    match op {
+        Op::Input(id) => input(l, id),
+        Op::Const(c) => l.f(c),
+        // Invariant: validation admits RowResult only where the caller passes one.
+        Op::RowResult => row_result.expect("validated: row result available"),
+        Op::Unary(op, x) => unary(l, op, get(x)),
+        Op::Binary(op, a, b) => binary(l, op, get(a), get(b)),
+        Op::Compare(op, a, b) => compare(l, op, get(a), get(b)),
+        Op::Select {
+            cond,
+            on_true,
+            on_false,
+        } => l.select(get(cond), get(on_true), get(on_false)),
+    }
 }
 
 fn unary(l: &mut Lanes, op: UnaryOp, x: Value) -> Value {

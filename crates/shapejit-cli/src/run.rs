@@ -149,8 +149,8 @@ fn stats_table(stats: &Stats) -> String {
     }
     let g = &stats.global;
     out.push_str(&format!(
-        "compile queue {}, dropped requests {}, live code {} bytes\n",
-        g.queue_depth, g.dropped_requests, g.live_code_bytes
+        "compile queue {}, dropped requests {}, live code {} bytes, packed weights {} bytes\n",
+        g.queue_depth, g.dropped_requests, g.live_code_bytes, g.packed_weight_bytes
     ));
     out
 }

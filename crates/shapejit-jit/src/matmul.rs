@@ -7,9 +7,20 @@
 //! shape. It reads and writes the output buffer in place, which the elementwise
 //! kernel's aliasing rule allows (output = input 0 with the same contiguous layout).
 //!
+//! A kernel whose right operand is a constant (weights) can hold it packed
+//! ([`MatMulKernel::with_packed_weights`]): products with fewer than
+//! [`PACKED_MAX_ROWS`] rows then run `shapejit_kernels::packed` instead of re-packing
+//! the weights inside `gemm` on every call (1.4–2× on small products, see
+//! `shapejit-kernels`' `packed` docs); larger ones keep `gemm`, which is as fast there.
+//!
 //! **Invariant:** the output is written twice: by the GEMM, then element by element
 //! by the epilogue; nothing else reads it in between.
+//! **Invariant:** the packed weights are used only for a call whose right operand is
+//! the very view they were packed from (same buffer, offset, shape and strides).
 
+use std::sync::Arc;
+
+use shapejit_kernels::packed::{PackedB, matmul_packed};
 use shapejit_kernels::{View, ViewMut, matmul::matmul};
 
 use crate::elementwise::{ElementwiseKernel, ElementwiseSpec, compile_elementwise};
@@ -35,11 +46,45 @@ pub struct MatMulEpilogueSpec {
     pub extra_inputs: Vec<InputLayout>,
 }
 
+/// Products with at least this many rows use `gemm` even when the weights are packed
+/// (measured: from ~256 rows on, `gemm`'s own packing is amortized and it is as fast).
+pub const PACKED_MAX_ROWS: usize = 256;
+
 /// A compiled matmul + epilogue.
 #[derive(Debug)]
 pub struct MatMulKernel {
     epilogue: ElementwiseKernel,
     alpha: f32,
+    packed: Option<PackedWeights>,
+}
+
+/// Weights packed ahead of the calls, and the view they came from.
+#[derive(Debug)]
+struct PackedWeights {
+    source: ViewIdentity,
+    packed: Arc<PackedB>,
+}
+
+/// What makes two views the same operand.
+#[derive(Debug, PartialEq)]
+struct ViewIdentity {
+    data: usize,
+    len: usize,
+    offset: usize,
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+}
+
+impl ViewIdentity {
+    fn of(v: &View<f32>) -> ViewIdentity {
+        ViewIdentity {
+            data: v.data().as_ptr() as usize,
+            len: v.data().len(),
+            offset: v.geom().offset(),
+            shape: v.shape().to_vec(),
+            strides: v.geom().strides().to_vec(),
+        }
+    }
 }
 
 /// Compiles the epilogue of `spec`.
@@ -71,10 +116,27 @@ pub fn compile_matmul_epilogue(spec: &MatMulEpilogueSpec) -> Result<MatMulKernel
     Ok(MatMulKernel {
         epilogue,
         alpha: spec.alpha,
+        packed: None,
     })
 }
 
 impl MatMulKernel {
+    /// Uses `packed` (made from `weights` by `PackedB::pack`) for every later call whose
+    /// right operand is the `[k, n]` view `weights` itself.
+    pub fn with_packed_weights(mut self, weights: &View<f32>, packed: Arc<PackedB>) -> Self {
+        let fits = weights.shape() == [packed.k(), packed.n()];
+        self.packed = fits.then(|| PackedWeights {
+            source: ViewIdentity::of(weights),
+            packed,
+        });
+        self
+    }
+
+    /// Whether packed weights are attached.
+    pub fn has_packed_weights(&self) -> bool {
+        self.packed.is_some()
+    }
+
     /// The epilogue's code.
     pub fn code(&self) -> &CompiledCode {
         self.epilogue.code()
@@ -88,6 +150,19 @@ impl MatMulKernel {
     /// The output shape of a call with `outer`.
     pub fn shape_for(&self, outer: usize) -> Vec<usize> {
         self.epilogue.shape_for(outer)
+    }
+
+    /// The packed weights, when this call may use them: `b` is the view they came
+    /// from and `a` is a rank-2 `[rows, k]` with fewer than [`PACKED_MAX_ROWS`] rows
+    /// whose product has `numel` elements.
+    fn packed_for(&self, a: &View<f32>, b: &View<f32>, numel: usize) -> Option<&PackedB> {
+        let weights = self.packed.as_ref()?;
+        let rows = match a.shape() {
+            &[rows, _] => rows,
+            _ => return None,
+        };
+        let fits = rows < PACKED_MAX_ROWS && rows * weights.packed.n() == numel;
+        (fits && weights.source == ViewIdentity::of(b)).then_some(&*weights.packed)
     }
 
     /// `out = epilogue(alpha · a @ b, extras…)`. `a`, `b` are `[batch…, m, k]`,
@@ -148,16 +223,20 @@ impl MatMulKernel {
                     gemm_shape.iter().product(),
                 ));
             }
-            let mut view = ViewMut::contiguous(&mut out[..numel], &gemm_shape).map_err(|e| {
-                JitError::Gemm {
-                    kernel: name(),
-                    message: e.to_string(),
-                }
-            })?;
-            matmul(&mut view, a, b, self.alpha, false).map_err(|e| JitError::Gemm {
+            let gemm_err = |e: shapejit_kernels::KernelError| JitError::Gemm {
                 kernel: name(),
                 message: e.to_string(),
-            })?;
+            };
+            match self.packed_for(a, b, numel) {
+                Some(packed) => {
+                    matmul_packed(&mut out[..numel], a, packed, self.alpha).map_err(gemm_err)?
+                }
+                None => {
+                    let mut view =
+                        ViewMut::contiguous(&mut out[..numel], &gemm_shape).map_err(gemm_err)?;
+                    matmul(&mut view, a, b, self.alpha, false).map_err(gemm_err)?
+                }
+            }
         }
         let out_ptr = out.as_mut_ptr();
         let mut in_ptrs: Vec<*const f32> = vec![out_ptr.cast_const()];

@@ -1,15 +1,19 @@
 //! Matmul epilogues against a naive f64 product plus the epilogue evaluated in f64:
-//! bias + gelu, residual add, family kernels over the batch dim, broadcast weights.
+//! bias + gelu, residual add, family kernels over the batch dim, broadcast weights,
+//! packed weights.
 //!
 //! Tolerance: |jit − f64| ≤ 1e-5·(1 + Σ|a||b|) (the GEMM's f32 accumulation).
 
 mod common;
 
 use common::{Rng, eval64};
+use std::sync::Arc;
+
 use shapejit_jit::{
-    BinaryOp, InputLayout, JitError, MatMulEpilogueSpec, Program, ShapeMode, UnaryOp,
-    compile_matmul_epilogue,
+    BinaryOp, InputLayout, JitError, MatMulEpilogueSpec, PACKED_MAX_ROWS, Program, ShapeMode,
+    UnaryOp, compile_matmul_epilogue,
 };
+use shapejit_kernels::packed::PackedB;
 use shapejit_kernels::{StridedShape, View};
 
 fn bias_gelu_residual() -> Program {
@@ -178,4 +182,68 @@ fn flattened_rows_give_the_same_product() {
     for (x, y) in batched.iter().zip(&flat) {
         assert!((x - y).abs() <= 1e-5 * (1.0 + y.abs()));
     }
+}
+
+/// Packed weights: a product with an identity epilogue is exactly the documented fma
+/// sequence (which proves the packed path ran); another buffer with the same values,
+/// or too many rows, falls back to `gemm` and stays within the f64 tolerance.
+#[test]
+fn packed_weights_serve_their_own_view_only() {
+    let (rows, k, n) = (10, 300, 37);
+    let mut rng = Rng(5);
+    let a = rng.vec(PACKED_MAX_ROWS * k, -1.0, 1.0);
+    let w = rng.vec(k * n, -1.0, 1.0);
+    let mut identity = Program::new();
+    let y = identity.input(0);
+    identity.output(y);
+    let spec = |rows: usize| MatMulEpilogueSpec {
+        name: "mm".to_string(),
+        out_shape: vec![rows, n],
+        mode: ShapeMode::Exact,
+        alpha: 1.0,
+        epilogue: identity.clone(),
+        extra_inputs: vec![],
+    };
+    let wv = View::contiguous(&w, &[k, n]).unwrap();
+    let packed = Arc::new(PackedB::pack(&wv).unwrap());
+    let reference = |rows: usize, out: &[f32], exact: bool| {
+        for i in 0..rows {
+            for j in 0..n {
+                let (mut fma, mut dot, mut mag) = (0f32, 0f64, 0f64);
+                for l in 0..k {
+                    let (x, y) = (a[i * k + l], w[l * n + j]);
+                    fma = x.mul_add(y, fma);
+                    dot += x as f64 * y as f64;
+                    mag += (x as f64 * y as f64).abs();
+                }
+                let got = out[i * n + j];
+                if exact {
+                    assert_eq!(got.to_bits(), fma.to_bits(), "[{i},{j}]");
+                }
+                assert!((got as f64 - dot).abs() <= 1e-5 * (1.0 + mag), "[{i},{j}]");
+            }
+        }
+    };
+    let kernel = compile_matmul_epilogue(&spec(rows))
+        .unwrap()
+        .with_packed_weights(&wv, packed.clone());
+    assert!(kernel.has_packed_weights());
+    let av = View::contiguous(&a[..rows * k], &[rows, k]).unwrap();
+    let mut out = vec![f32::NAN; rows * n];
+    kernel.run(&av, &wv, &[], &mut out, 0).unwrap();
+    reference(rows, &out, true);
+    // same values, other buffer: gemm
+    let copy = w.clone();
+    let other = View::contiguous(&copy, &[k, n]).unwrap();
+    let mut out = vec![f32::NAN; rows * n];
+    kernel.run(&av, &other, &[], &mut out, 0).unwrap();
+    reference(rows, &out, false);
+    // PACKED_MAX_ROWS rows: gemm as well
+    let big = compile_matmul_epilogue(&spec(PACKED_MAX_ROWS))
+        .unwrap()
+        .with_packed_weights(&wv, packed);
+    let av = View::contiguous(&a, &[PACKED_MAX_ROWS, k]).unwrap();
+    let mut out = vec![f32::NAN; PACKED_MAX_ROWS * n];
+    big.run(&av, &wv, &[], &mut out, 0).unwrap();
+    reference(PACKED_MAX_ROWS, &out, false);
 }

@@ -12,6 +12,7 @@
 //! - [`reduce`]: reductions over axes;
 //! - [`rows`]: softmax, log-softmax and layer norm on rows;
 //! - [`matmul`]: batched matrix products on the `gemm` crate;
+//! - [`packed`]: products with a constant right operand packed once (weights);
 //! - [`conv`]: 2-D convolution (im2col + GEMM) and pooling;
 //! - [`gather`]: gathers along an axis;
 //! - [`simd`]: run-time choice of AVX2+FMA copies of hot loops;
@@ -20,7 +21,8 @@
 //! **Invariant:** a [`View`] never addresses outside its slice (checked when it is
 //! built), so the engines index with offsets the view's extent covers.
 //! **Invariant:** results do not depend on the CPU's features: the AVX2 paths run
-//! the same IEEE operations (no FMA contraction) as the portable ones.
+//! the same IEEE operations as the portable ones (no FMA contraction; [`packed`]
+//! uses fused multiply-adds on both paths).
 #![deny(missing_docs)]
 
 pub mod conv;
@@ -29,6 +31,7 @@ pub mod error;
 pub mod gather;
 pub mod math;
 pub mod matmul;
+pub mod packed;
 pub mod reduce;
 pub mod rows;
 pub mod simd;

@@ -182,6 +182,8 @@ pub struct GlobalCounters {
     pub dropped_requests: AtomicU64,
     /// bytes of live compiled code
     pub live_code_bytes: AtomicU64,
+    /// bytes of packed matmul weights
+    pub packed_weight_bytes: AtomicU64,
 }
 
 /// Adds to a relaxed counter.

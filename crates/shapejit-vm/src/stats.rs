@@ -65,6 +65,8 @@ pub struct GlobalStats {
     pub dropped_requests: u64,
     /// bytes of live compiled code
     pub live_code_bytes: u64,
+    /// bytes of matmul weights packed for compiled kernels (kept for the module's life)
+    pub packed_weight_bytes: u64,
 }
 
 /// A snapshot of a module's statistics.
@@ -142,6 +144,7 @@ pub(crate) fn snapshot(inner: &ModuleInner) -> Stats {
             queue_depth: read(&g.queue_depth),
             dropped_requests: read(&g.dropped_requests),
             live_code_bytes: read(&g.live_code_bytes),
+            packed_weight_bytes: read(&g.packed_weight_bytes),
         },
     }
 }

@@ -8,20 +8,27 @@
 //! kernel or was not seen in the slot's last two windows. A test hook
 //! ([`super::JitHandle::hold_compiler`]) parks the thread without blocking any run.
 //!
+//! Matmul kernels whose right operand is a constant get it packed
+//! (`shapejit_kernels::packed`), once per constant for all kernels of the module.
+//!
 //! **Invariant:** runs never wait for the compiler: `observe` only sends (background
 //! mode), and the thread takes a slot's cache lock only to insert.
 
 use super::cache::SlotCache;
 use super::guard::{FamilySig, Guard, WeakSig};
-use super::kernel::{Code, JitKernel, ShapeRule};
-use super::translate::{Compiled, translate};
+use super::kernel::{Code, JitKernel, ShapeRule, operand_view};
+use super::translate::{Compiled, MatMulOperands, translate};
 use crate::module::Counters;
 use crate::options::Options;
 use crate::profile::bump;
 use crate::shape_key::ShapeKey;
+use crate::tensor::{Layout, TensorRef};
 use crossbeam_channel::Receiver;
-use shapejit_bytecode::{Program, RegionId, SlotId};
-use shapejit_jit::{ShapeMode, compile_elementwise, compile_matmul_epilogue, compile_row};
+use shapejit_bytecode::{ConstId, Instr, Program, Reg, Region, RegionId, SlotId};
+use shapejit_jit::{
+    MatMulKernel, ShapeMode, compile_elementwise, compile_matmul_epilogue, compile_row,
+};
+use shapejit_kernels::packed::PackedB;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -174,6 +181,8 @@ pub struct Shared {
     pub tick: AtomicU64,
     /// test hook and shutdown
     pub hold: Hold,
+    /// packed matmul weights, per constant and transposition
+    pub packed: Mutex<HashMap<(ConstId, bool), Arc<PackedB>>>,
 }
 
 impl Shared {
@@ -298,12 +307,66 @@ impl Shared {
             }
             Compiled::Row(spec) => Code::Row(compile_row(&spec).map_err(err)?, spec.row_len),
             Compiled::MatMul(spec, operands) => {
-                Code::MatMul(compile_matmul_epilogue(&spec).map_err(err)?, operands)
+                let kernel = compile_matmul_epilogue(&spec).map_err(err)?;
+                Code::MatMul(self.pack_weights(kernel, region, &operands), operands)
             }
         };
         let kernel = JitKernel::new(code, translated.out_shape, rule, req.baseline_ps);
         let us = kernel.compile_time().as_micros() as u64;
         Ok((Arc::new(kernel), guard, us))
+    }
+
+    /// Attaches packed weights when the right operand is a rank-2 constant.
+    fn pack_weights(
+        &self,
+        kernel: MatMulKernel,
+        region: &Region,
+        ops: &MatMulOperands,
+    ) -> MatMulKernel {
+        let Some(id) = region
+            .inputs
+            .get(ops.b)
+            .and_then(|&reg| constant_register(&self.program, reg))
+        else {
+            return kernel;
+        };
+        let Some(tensor) = self.program.constants.get(id.index()) else {
+            return kernel;
+        };
+        let shape = tensor.shape();
+        if shape.len() != 2 || tensor.dtype() != shapejit_ir::DType::F32 {
+            return kernel;
+        }
+        // The view exactly as the run builds it (`JitKernel::run`), so the kernel
+        // recognizes it by identity.
+        let layout = Layout::contiguous(shape);
+        let Ok(tref) = TensorRef::new(tensor.dtype(), &layout, tensor.bytes()) else {
+            return kernel;
+        };
+        let kn = if ops.trans_b {
+            [shape[1], shape[0]]
+        } else {
+            [shape[0], shape[1]]
+        };
+        let Ok(view) = operand_view(&tref, ops.trans_b, &kn) else {
+            return kernel;
+        };
+        let packed = {
+            let mut cache = self.packed.lock().unwrap_or_else(|e| e.into_inner());
+            match cache.get(&(id, ops.trans_b)) {
+                Some(p) => p.clone(),
+                None => match PackedB::pack(&view) {
+                    Ok(p) => {
+                        bump(&self.counters.global.packed_weight_bytes, p.bytes() as u64);
+                        let p = Arc::new(p);
+                        cache.insert((id, ops.trans_b), p.clone());
+                        p
+                    }
+                    Err(_) => return kernel,
+                },
+            }
+        };
+        kernel.with_packed_weights(&view, packed)
     }
 
     fn install(&self, slot: SlotId, guard: Guard, kernel: Arc<JitKernel>, target: Target) {
@@ -327,6 +390,20 @@ impl Shared {
             // releases its Arc.
         }
     }
+}
+
+/// The constant `reg` always holds: every instruction writing it loads that constant.
+fn constant_register(program: &Program, reg: Reg) -> Option<ConstId> {
+    let mut found = None;
+    for instr in program.instrs.iter().filter(|i| i.defs().contains(&reg)) {
+        match instr {
+            Instr::LoadConst { constant, .. } if found.is_none_or(|c| c == *constant) => {
+                found = Some(*constant);
+            }
+            _ => return None,
+        }
+    }
+    found
 }
 
 /// The compiler thread's loop: until the channel closes or shutdown.

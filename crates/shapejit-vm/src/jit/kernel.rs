@@ -205,7 +205,8 @@ fn matmul_shape(inputs: &[TensorRef<'_>], ops: &MatMulOperands) -> Result<Dims, 
 }
 
 /// The view of a GEMM operand, transposed if asked and broadcast to `full`.
-fn operand_view<'a>(
+/// A matmul operand as a view of `full` (`trans` swaps its last two dims first).
+pub(super) fn operand_view<'a>(
     t: &TensorRef<'a>,
     trans: bool,
     full: &[usize],

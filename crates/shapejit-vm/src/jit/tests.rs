@@ -418,6 +418,9 @@ fn reduction_and_matmul_regions_match_the_interpreter() {
     }
     let (_, _, _, _, errors) = totals(&module);
     assert_eq!(errors, 0);
+    // w [32, 24] packed once for all six kernels (batches below 32 use it): two
+    // 16-column panels of 32 rows
+    assert_eq!(stats.global.packed_weight_bytes, 2 * 32 * 16 * 4);
 }
 
 #[test]

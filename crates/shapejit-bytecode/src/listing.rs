@@ -13,7 +13,7 @@
 use crate::ids::Reg;
 use crate::instr::{Instr, Out};
 use crate::program::{DimCheck, Program};
-use shapejit_ir::{Op, UnaryOp};
+use shapejit_ir::text::print::op_attrs;
 use std::fmt::{self, Write as _};
 
 fn regs(list: &[Reg]) -> String {
@@ -28,117 +28,6 @@ fn outs(list: &[Out]) -> String {
         .map(|o| format!("{}:{}", o.reg, o.group))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn ints(list: &[i64]) -> String {
-    format!(
-        "[{}]",
-        list.iter()
-            .map(|v| v.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
-}
-
-/// The op's attributes as `name=value` pairs (empty for attribute-free ops).
-fn attrs(op: &Op) -> String {
-    let pairs: Vec<String> = match op {
-        Op::Unary(u) => match u {
-            UnaryOp::LeakyRelu { alpha } | UnaryOp::Elu { alpha } => {
-                vec![format!("alpha={alpha:?}")]
-            }
-            UnaryOp::Gelu { tanh_approx } => vec![format!("tanh_approx={tanh_approx}")],
-            UnaryOp::Clip { min, max } => vec![format!("min={min:?}"), format!("max={max:?}")],
-            _ => Vec::new(),
-        },
-        Op::Cast { to } => vec![format!("to={to}")],
-        Op::Gemm {
-            alpha,
-            beta,
-            trans_a,
-            trans_b,
-        } => vec![
-            format!("alpha={alpha:?}"),
-            format!("beta={beta:?}"),
-            format!("trans_a={trans_a}"),
-            format!("trans_b={trans_b}"),
-        ],
-        Op::Reduce { axes, keepdims, .. } => vec![
-            format!("axes={}", ints(axes)),
-            format!("keepdims={keepdims}"),
-        ],
-        Op::Softmax { axis }
-        | Op::LogSoftmax { axis }
-        | Op::Flatten { axis }
-        | Op::Concat { axis } => {
-            vec![format!("axis={axis}")]
-        }
-        Op::Gather { axis } => vec![format!("axis={axis}")],
-        Op::LayerNorm { axis, epsilon } => {
-            vec![format!("axis={axis}"), format!("epsilon={epsilon:?}")]
-        }
-        Op::BatchNorm { epsilon } => vec![format!("epsilon={epsilon:?}")],
-        Op::Reshape { allowzero } => vec![format!("allowzero={allowzero}")],
-        Op::Transpose { perm } => {
-            vec![format!(
-                "perm=[{}]",
-                perm.iter()
-                    .map(|p| p.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )]
-        }
-        Op::Squeeze { axes } | Op::Unsqueeze { axes } => vec![format!("axes={}", ints(axes))],
-        Op::Split { axis, sizes } => vec![format!("axis={axis}"), format!("sizes={}", ints(sizes))],
-        Op::Slice {
-            starts,
-            ends,
-            axes,
-            steps,
-        } => vec![
-            format!("starts={}", ints(starts)),
-            format!("ends={}", ints(ends)),
-            format!("axes={}", ints(axes)),
-            format!("steps={}", ints(steps)),
-        ],
-        Op::Pad { pads, value } => vec![format!("pads={}", ints(pads)), format!("value={value:?}")],
-        Op::ConstantOfShape { value } => {
-            vec![format!("value={}{:?}", value.dtype(), value.to_f64_vec())]
-        }
-        Op::Conv2d { window, groups } => {
-            vec![
-                format!("strides={:?}", window.strides),
-                format!("pads={:?}", window.pads),
-                format!("dilations={:?}", window.dilations),
-                format!("groups={groups}"),
-            ]
-        }
-        Op::MaxPool2d { window, ceil_mode } => vec![
-            format!("kernel={:?}", window.kernel),
-            format!("strides={:?}", window.strides),
-            format!("pads={:?}", window.pads),
-            format!("dilations={:?}", window.dilations),
-            format!("ceil_mode={ceil_mode}"),
-        ],
-        Op::AvgPool2d {
-            window,
-            ceil_mode,
-            count_include_pad,
-        } => vec![
-            format!("kernel={:?}", window.kernel),
-            format!("strides={:?}", window.strides),
-            format!("pads={:?}", window.pads),
-            format!("ceil_mode={ceil_mode}"),
-            format!("count_include_pad={count_include_pad}"),
-        ],
-        Op::Shape { start, end } => vec![format!("start={start}"), format!("end={end:?}")],
-        _ => Vec::new(),
-    };
-    if pairs.is_empty() {
-        String::new()
-    } else {
-        format!("{{{}}}", pairs.join(", "))
-    }
 }
 
 /// The instruction text without pc or comment, e.g. `%r7:g2 = matmul %r3, %r5`.
@@ -166,7 +55,13 @@ pub fn instr_text(program: &Program, instr: &Instr) -> String {
             slot.0, region.0
         ),
         Instr::Op { op, dsts, srcs, .. } => {
-            format!("{} = {}{} {}", outs(dsts), op.name(), attrs(op), regs(srcs))
+            format!(
+                "{} = {}{} {}",
+                outs(dsts),
+                op.name(),
+                op_attrs(op),
+                regs(srcs)
+            )
         }
         Instr::LoadConst { dst, constant } => format!("{dst} = load_const {constant}"),
         Instr::Move { dst, src } => format!("{dst} = move {src}"),

@@ -53,6 +53,32 @@ pub(super) enum Data {
     Elided,
 }
 
+/// ` {name = value, ...}` for an op with attributes, nothing otherwise.
+fn write_attrs(out: &mut String, op: &Op, data: Data) {
+    let attrs = attrs_of(op);
+    if attrs.is_empty() {
+        return;
+    }
+    out.push_str(" {");
+    for (i, (name, v)) in attrs.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{name} = ");
+        attr_value(out, v, data);
+    }
+    out.push('}');
+}
+
+/// An op's attributes as `.sjir` prints them: ` {axis = -1, epsilon = 1e-5}`, or ""
+/// for an op without attributes (large tensor attributes elided). Bytecode listings
+/// use it, so both texts spell attributes alike.
+pub fn op_attrs(op: &Op) -> String {
+    let mut out = String::new();
+    write_attrs(&mut out, op, Data::Elided);
+    out
+}
+
 /// Writes a tensor literal: `f32[2] [1.0, 2.0]`, `f32[64] hex"..."`.
 fn tensor_literal(out: &mut String, t: &Tensor, data: Data) {
     let _ = write!(
@@ -192,18 +218,7 @@ impl Printer<'_> {
             self.out.push(' ');
             self.value_list(g, &node.inputs);
         }
-        let attrs = attrs_of(&node.op);
-        if !attrs.is_empty() {
-            self.out.push_str(" {");
-            for (i, (name, v)) in attrs.iter().enumerate() {
-                if i > 0 {
-                    self.out.push_str(", ");
-                }
-                let _ = write!(self.out, "{name} = ");
-                attr_value(self.out, v, self.data);
-            }
-            self.out.push('}');
-        }
+        write_attrs(self.out, &node.op, self.data);
         if !node.outputs.is_empty() {
             self.out.push_str(" : ");
             for (i, o) in node.outputs.iter().enumerate() {

@@ -147,6 +147,14 @@ fn stats_table(stats: &Stats) -> String {
             keys.join("; ")
         ));
     }
+    for s in stats.slots.iter().filter(|s| s.compile_errors > 0) {
+        out.push_str(&format!(
+            "slot {}: {} failed compilation(s), stays interpreted for them; last: {}\n",
+            s.slot,
+            s.compile_errors,
+            s.last_compile_error.as_deref().unwrap_or("?")
+        ));
+    }
     let g = &stats.global;
     out.push_str(&format!(
         "compile queue {}, dropped requests {}, live code {} bytes, packed weights {} bytes\n",

@@ -171,6 +171,8 @@ pub struct SlotCounters {
     pub family_hits: AtomicU64,
     /// hits served by an exact-shape kernel
     pub exact_hits: AtomicU64,
+    /// why the last failed compilation failed (touched only on failures and snapshots)
+    pub last_compile_error: std::sync::Mutex<Option<String>>,
 }
 
 /// Lock-free module-wide counters (filled by the JIT tier).

@@ -44,6 +44,9 @@ pub struct SlotStats {
     pub compile_us: u64,
     /// failed compilations
     pub compile_errors: u64,
+    /// why the last failed compilation failed (e.g. an input layout a kernel cannot
+    /// address): the slot stays interpreted for such keys
+    pub last_compile_error: Option<String>,
     /// kernels evicted
     pub evictions: u64,
     /// time in compiled kernels, ns
@@ -129,6 +132,11 @@ pub(crate) fn snapshot(inner: &ModuleInner) -> Stats {
                 compiles: read(&c.compiles),
                 compile_us: read(&c.compile_us),
                 compile_errors: read(&c.compile_errors),
+                last_compile_error: c
+                    .last_compile_error
+                    .lock()
+                    .map(|e| e.clone())
+                    .unwrap_or_else(|e| e.into_inner().clone()),
                 evictions: read(&c.evictions),
                 kernel_ns: read(&c.kernel_ns),
                 family_hits: read(&c.family_hits),

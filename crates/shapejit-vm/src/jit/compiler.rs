@@ -262,8 +262,13 @@ impl Shared {
                     bump(&counters.compile_us, us);
                     self.install(req.slot, guard, kernel, req.target.clone());
                 }
-                Err(_) => {
+                Err(reason) => {
                     bump(&counters.compile_errors, 1);
+                    let mut last = counters
+                        .last_compile_error
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner());
+                    *last = Some(reason);
                     if let Some(mut p) = self.policy(req.slot) {
                         p.failed.insert(req.target.clone());
                     }

@@ -327,6 +327,14 @@ fn untranslatable_regions_stay_interpreted_and_are_counted() {
     let (hits, _, _, _, errors) = totals(&module);
     assert_eq!(hits, 0);
     assert_eq!(errors, 1, "one failed compile, never retried");
+    let reasons: Vec<String> = module
+        .stats()
+        .slots
+        .iter()
+        .filter_map(|s| s.last_compile_error.clone())
+        .collect();
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert!(reasons[0].contains("last axis"), "{reasons:?}");
 }
 
 /// A transformer-like block: layer norm (scale, bias) after a residual add, a matmul

@@ -43,4 +43,4 @@ pub use kernel::{CompiledCode, live_code_bytes, live_kernels};
 pub use layout::{InputLayout, ShapeMode, contiguous_strides, required_len};
 pub use matmul::{MatMulEpilogueSpec, MatMulKernel, PACKED_MAX_ROWS, compile_matmul_epilogue};
 pub use program::{BinaryOp, CmpOp, InputId, Op, Program, UnaryOp, ValueId, ValueType};
-pub use row::{RowInput, RowKernel, RowOp, RowSpec, compile_row};
+pub use row::{MAX_ROW_DIMS, RowInput, RowKernel, RowOp, RowSpec, compile_row};

@@ -2,11 +2,15 @@
 //! prologue (computing the row element from the inputs) and epilogue (applied to the
 //! normalized element or the reduced value).
 //!
-//! The kernel iterates `rows` rows of `row_len` elements. Input `k` addresses element
-//! `j` of row `r` at `r·row_stride + j·elem_stride` (elem_stride 0 = broadcast along
-//! the row, 1 = contiguous). Normalizing ops ([`RowOp::Softmax`],
+//! The kernel iterates the rows of a row grid `row_dims` (e.g. `[batch, heads, seq]`)
+//! of `row_len` elements each. Input `k` addresses element `j` of row `(i₀, i₁, …)` at
+//! `Σ i_d·row_strides[d] + j·elem_stride` (elem_stride 0 = broadcast along the row,
+//! 1 = contiguous; a row stride 0 = broadcast over that grid dim), so a mask
+//! `[batch, 1, 1, seq]` or a per-channel scale `[c, 1]` needs no copy. Normalizing ops ([`RowOp::Softmax`],
 //! [`RowOp::LogSoftmax`], [`RowOp::LayerNorm`]) write one contiguous
-//! `[rows, row_len]` output; reductions write `[rows]`.
+//! `[rows, row_len]` output (rows in row-major grid order); reductions write `[rows]`.
+//! In family mode `row_dims[0]` is the runtime dim: a call passes its total row count
+//! as `outer`, which must be a multiple of the product of `row_dims[1..]`.
 //!
 //! Layer-norm's scale and bias are part of the epilogue (`RowResult · scale + bias`,
 //! with scale and bias as inputs of row stride 0), see [`RowSpec::layer_norm`].
@@ -56,13 +60,23 @@ impl RowOp {
     }
 }
 
-/// How one input is addressed: `r·row_stride + j·elem_stride` elements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// How one input is addressed: `Σ i_d·row_strides[d] + j·elem_stride` elements.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RowInput {
-    /// elements between rows (0 = the same row for every row)
-    pub row_stride: usize,
+    /// elements between rows along each dim of the row grid (0 = broadcast)
+    pub row_strides: Vec<usize>,
     /// elements between row elements: 0 (broadcast) or 1 (contiguous)
     pub elem_stride: usize,
+}
+
+impl RowInput {
+    /// An input with one row stride (for a one-dim row grid).
+    pub fn rows(row_stride: usize, elem_stride: usize) -> RowInput {
+        RowInput {
+            row_strides: vec![row_stride],
+            elem_stride,
+        }
+    }
 }
 
 /// What to compile.
@@ -70,8 +84,8 @@ pub struct RowInput {
 pub struct RowSpec {
     /// kernel name
     pub name: String,
-    /// number of rows (a representative in family mode, where `outer` = rows)
-    pub rows: usize,
+    /// the row grid (its dim 0 is a representative in family mode)
+    pub row_dims: Vec<usize>,
     /// elements per row (always folded)
     pub row_len: usize,
     /// whether `rows` is folded or the runtime `outer`
@@ -107,23 +121,13 @@ impl RowSpec {
         let scaled = epilogue.binary(BinaryOp::Mul, y, g);
         let out = epilogue.binary(BinaryOp::Add, scaled, bias);
         epilogue.output(out);
-        let param = RowInput {
-            row_stride: 0,
-            elem_stride: 1,
-        };
+        let param = RowInput::rows(0, 1);
         RowSpec {
             name: name.to_string(),
-            rows,
+            row_dims: vec![rows],
             row_len,
             mode,
-            inputs: vec![
-                RowInput {
-                    row_stride: row_len,
-                    elem_stride: 1,
-                },
-                param,
-                param,
-            ],
+            inputs: vec![RowInput::rows(row_len, 1), param.clone(), param],
             prologue,
             op: RowOp::LayerNorm { eps },
             epilogue: Some(epilogue),
@@ -135,7 +139,7 @@ impl RowSpec {
 #[derive(Debug)]
 pub struct RowKernel {
     code: CompiledCode,
-    spec_rows: usize,
+    row_dims: Vec<usize>,
     row_len: usize,
     mode: ShapeMode,
     inputs: Vec<RowInput>,
@@ -143,6 +147,9 @@ pub struct RowKernel {
 }
 
 const KIND: &str = "row";
+
+/// Most dims a row grid may have.
+pub const MAX_ROW_DIMS: usize = 6;
 
 fn invalid(reason: String) -> JitError {
     JitError::InvalidSpec { kind: KIND, reason }
@@ -155,20 +162,35 @@ fn validate(spec: &RowSpec) -> Result<(), JitError> {
             spec.row_len
         )));
     }
-    if spec.rows > 1 << 36 {
-        return Err(invalid(format!("{} rows are too many", spec.rows)));
+    let rows = spec
+        .row_dims
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|&rows| rows <= 1 << 36);
+    if spec.row_dims.is_empty() || spec.row_dims.len() > MAX_ROW_DIMS || rows.is_none() {
+        return Err(invalid(format!(
+            "row grid {:?} needs 1..={MAX_ROW_DIMS} dims and at most 2^36 rows",
+            spec.row_dims
+        )));
     }
     for (k, input) in spec.inputs.iter().enumerate() {
+        if input.row_strides.len() != spec.row_dims.len() {
+            return Err(invalid(format!(
+                "input {k} has {} row strides for a {}-dim row grid",
+                input.row_strides.len(),
+                spec.row_dims.len()
+            )));
+        }
         if input.elem_stride > 1 {
             return Err(invalid(format!(
                 "input {k} has element stride {} (need 0 or 1)",
                 input.elem_stride
             )));
         }
-        if input.row_stride > 1 << 36 {
+        if input.row_strides.iter().any(|&s| s > 1 << 36) {
             return Err(invalid(format!(
-                "input {k} row stride {} is too large",
-                input.row_stride
+                "input {k} row strides {:?} are too large",
+                input.row_strides
             )));
         }
     }
@@ -215,23 +237,19 @@ fn validate(spec: &RowSpec) -> Result<(), JitError> {
 /// Compiles a row kernel.
 pub fn compile_row(spec: &RowSpec) -> Result<RowKernel, JitError> {
     validate(spec)?;
-    let rows_const = match spec.mode {
-        ShapeMode::Exact => Some(spec.rows as u64),
-        ShapeMode::Family => None,
-    };
     let plan = RowPlan {
+        row_dims: &spec.row_dims,
+        family: spec.mode == ShapeMode::Family,
         row_len: spec.row_len,
         inputs: &spec.inputs,
         prologue: &spec.prologue,
         op: spec.op,
         epilogue: spec.epilogue.as_ref(),
     };
-    let code = compile_function(&spec.name, |b, params| {
-        emit_row_kernel(b, params, &plan, rows_const)
-    })?;
+    let code = compile_function(&spec.name, |b, params| emit_row_kernel(b, params, &plan))?;
     Ok(RowKernel {
         code,
-        spec_rows: spec.rows,
+        row_dims: spec.row_dims.clone(),
         row_len: spec.row_len,
         mode: spec.mode,
         inputs: spec.inputs.clone(),
@@ -250,10 +268,24 @@ impl RowKernel {
         self.mode
     }
 
+    /// The row grid of a call with `outer` (`None` when `outer` is not a whole number
+    /// of family rows).
+    fn grid_for(&self, outer: usize) -> Option<Vec<usize>> {
+        let mut grid = self.row_dims.clone();
+        if self.mode == ShapeMode::Family {
+            let inner: usize = grid[1..].iter().product();
+            if inner == 0 || !outer.is_multiple_of(inner) {
+                return None;
+            }
+            grid[0] = outer / inner;
+        }
+        Some(grid)
+    }
+
     /// Rows a call with `outer` processes.
     pub fn rows_for(&self, outer: usize) -> usize {
         match self.mode {
-            ShapeMode::Exact => self.spec_rows,
+            ShapeMode::Exact => self.row_dims.iter().product(),
             ShapeMode::Family => outer,
         }
     }
@@ -261,18 +293,20 @@ impl RowKernel {
     /// Elements input `k` must cover for a call with `outer` (`None` if unknown/overflow).
     pub fn input_len(&self, k: usize, outer: usize) -> Option<usize> {
         let input = self.inputs.get(k)?;
-        let rows = self.rows_for(outer);
-        if rows == 0 {
+        let grid = self.grid_for(outer)?;
+        if grid.contains(&0) {
             return Some(0);
         }
-        (rows - 1)
-            .checked_mul(input.row_stride)?
-            .checked_add((self.row_len - 1) * input.elem_stride)?
-            .checked_add(1)
+        let mut last = (self.row_len - 1) * input.elem_stride;
+        for (&n, &s) in grid.iter().zip(&input.row_strides) {
+            last = last.checked_add((n - 1).checked_mul(s)?)?;
+        }
+        last.checked_add(1)
     }
 
     /// Elements the output must hold for a call with `outer`.
     pub fn output_len(&self, outer: usize) -> Option<usize> {
+        self.grid_for(outer)?;
         let rows = self.rows_for(outer);
         if self.reduction {
             Some(rows)
@@ -320,7 +354,10 @@ impl RowKernel {
     /// overlaps no input.
     pub unsafe fn run_unchecked(&self, inputs: &[*const f32], output: *mut f32, outer: usize) {
         let outs = [output];
+        // the code's runtime count is grid dim 0 (0 rows when `outer` does not divide,
+        // which the checked extents exclude)
+        let dim0 = self.grid_for(outer).map_or(0, |g| g[0]);
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.code.call(inputs.as_ptr(), outs.as_ptr(), outer as u64) }
+        unsafe { self.code.call(inputs.as_ptr(), outs.as_ptr(), dim0 as u64) }
     }
 }

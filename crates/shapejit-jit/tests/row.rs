@@ -44,48 +44,45 @@ struct Case {
     buffers: Vec<Vec<f32>>,
 }
 
-/// Inputs: 0 = x `[rows, len]`, 1 = residual `[rows, len]`, 2 = per-row scalar
-/// (`row_stride 1, elem_stride 0`), 3 = per-column vector (`row_stride 0`).
+/// A row grid `[g0, g1]` of rows of `len`. Inputs: 0 = x `[g0, g1, len]`, 1 = residual
+/// (same), 2 = per-row scalar `[g0, g1, 1]` (elem_stride 0), 3 = per-column vector
+/// `[len]` (row strides 0), 4 = per-channel scalar `[g1, 1]` (broadcast over g0).
 fn case(
     op: RowOp,
-    rows: usize,
+    (g0, g1): (usize, usize),
     len: usize,
     mode: ShapeMode,
     with_epilogue: bool,
     seed: u64,
 ) -> Case {
     let mut rng = Rng(seed | 1);
+    let input = |row_strides: [usize; 2], elem_stride| RowInput {
+        row_strides: row_strides.to_vec(),
+        elem_stride,
+    };
     let inputs = vec![
-        RowInput {
-            row_stride: len,
-            elem_stride: 1,
-        },
-        RowInput {
-            row_stride: len,
-            elem_stride: 1,
-        },
-        RowInput {
-            row_stride: 1,
-            elem_stride: 0,
-        },
-        RowInput {
-            row_stride: 0,
-            elem_stride: 1,
-        },
+        input([g1 * len, len], 1),
+        input([g1 * len, len], 1),
+        input([g1, 1], 0),
+        input([0, 0], 1),
+        input([0, 1], 0),
     ];
     let buffers = vec![
-        rng.vec(rows * len, -3.0, 3.0),
-        rng.vec(rows * len, -1.0, 1.0),
-        rng.vec(rows, -1.0, 1.0),
+        rng.vec(g0 * g1 * len, -3.0, 3.0),
+        rng.vec(g0 * g1 * len, -1.0, 1.0),
+        rng.vec(g0 * g1, -1.0, 1.0),
         rng.vec(len, 0.5, 1.5),
+        rng.vec(g1, -1.0, 1.0),
     ];
-    // prologue: x + 0.5·residual + rowscalar
+    // prologue: x + 0.5·residual + rowscalar·channel
     let mut prologue = Program::new();
     let (x, r, s) = (prologue.input(0), prologue.input(1), prologue.input(2));
+    let c = prologue.input(4);
     let half = prologue.constant(0.5);
     let hr = prologue.binary(BinaryOp::Mul, r, half);
     let a = prologue.binary(BinaryOp::Add, x, hr);
-    let v = prologue.binary(BinaryOp::Add, a, s);
+    let sc = prologue.binary(BinaryOp::Mul, s, c);
+    let v = prologue.binary(BinaryOp::Add, a, sc);
     prologue.output(v);
     let epilogue = with_epilogue.then(|| {
         let mut e = Program::new();
@@ -105,7 +102,7 @@ fn case(
     Case {
         spec: RowSpec {
             name: format!("{op:?}"),
-            rows,
+            row_dims: vec![g0, g1],
             row_len: len,
             mode,
             inputs,
@@ -117,9 +114,13 @@ fn case(
     }
 }
 
-fn check(case: &Case, rows: usize) {
+/// Runs `case` over a `[g0, g1]` grid (`g0` may differ from the spec's in family
+/// mode) and compares every row with the f64 reference.
+fn check(case: &Case, g0: usize) {
     let kernel = compile_row(&case.spec).expect("compiles");
     let len = case.spec.row_len;
+    let g1 = case.spec.row_dims[1];
+    let rows = g0 * g1;
     let out_len = if case.spec.op.is_reduction() {
         rows
     } else {
@@ -129,6 +130,9 @@ fn check(case: &Case, rows: usize) {
     let slices: Vec<&[f32]> = case.buffers.iter().map(|b| b.as_slice()).collect();
     kernel.run(&slices, &mut out, rows).expect("runs");
     let tol = |w: f64| 3e-6 * (1.0 + w.abs()) * ((len as f64).sqrt() / 4.0).max(1.0) + 1e-6;
+    let at = |i: &RowInput, r: usize, j: usize| {
+        (r / g1) * i.row_strides[0] + (r % g1) * i.row_strides[1] + j * i.elem_stride
+    };
     for r in 0..rows {
         let x: Vec<f64> = (0..len)
             .map(|j| {
@@ -137,7 +141,7 @@ fn check(case: &Case, rows: usize) {
                     .inputs
                     .iter()
                     .zip(&case.buffers)
-                    .map(|(i, b)| b[r * i.row_stride + j * i.elem_stride] as f64)
+                    .map(|(i, b)| b[at(i, r, j)] as f64)
                     .collect();
                 eval64(&case.spec.prologue, &vals, None)[0]
             })
@@ -151,11 +155,7 @@ fn check(case: &Case, rows: usize) {
                         .inputs
                         .iter()
                         .zip(&case.buffers)
-                        .map(|(i, b)| {
-                            b.get(r * i.row_stride + j * i.elem_stride)
-                                .copied()
-                                .unwrap_or(0.0) as f64
-                        })
+                        .map(|(i, b)| b.get(at(i, r, j)).copied().unwrap_or(0.0) as f64)
                         .collect();
                     eval64(e, &vals, Some(y))[0]
                 }
@@ -190,16 +190,16 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
-    fn row_kernels_match_reference(op in op_strategy(), rows in 1usize..6, len in 1usize..80, epi in any::<bool>(), seed in any::<u64>()) {
-        check(&case(op, rows, len, ShapeMode::Exact, epi, seed), rows);
+    fn row_kernels_match_reference(op in op_strategy(), g0 in 1usize..6, g1 in 1usize..4, len in 1usize..80, epi in any::<bool>(), seed in any::<u64>()) {
+        check(&case(op, (g0, g1), len, ShapeMode::Exact, epi, seed), g0);
     }
 
     #[test]
-    fn family_row_kernels_serve_any_row_count(op in op_strategy(), rows in 1usize..40, len in 1usize..40, seed in any::<u64>()) {
-        // compiled for 3 rows, run with `rows`
-        let mut c = case(op, rows, len, ShapeMode::Family, true, seed);
-        c.spec.rows = 3;
-        check(&c, rows);
+    fn family_row_kernels_serve_any_row_count(op in op_strategy(), g0 in 1usize..40, g1 in 1usize..4, len in 1usize..40, seed in any::<u64>()) {
+        // compiled for g0 = 3, run with `g0`
+        let mut c = case(op, (g0, g1), len, ShapeMode::Family, true, seed);
+        c.spec.row_dims[0] = 3;
+        check(&c, g0);
     }
 }
 
@@ -232,18 +232,31 @@ fn layer_norm_with_scale_and_bias() {
 
 #[test]
 fn invalid_row_specs_are_typed_errors() {
-    let mut c = case(RowOp::Softmax, 2, 8, ShapeMode::Exact, false, 1);
+    let mut c = case(RowOp::Softmax, (2, 1), 8, ShapeMode::Exact, false, 1);
     c.spec.inputs[0].elem_stride = 2;
     let err = compile_row(&c.spec).unwrap_err();
     assert!(
         matches!(err, JitError::InvalidSpec { .. }) && err.to_string().contains("element stride"),
         "{err}"
     );
-    let mut c = case(RowOp::Sum, 2, 8, ShapeMode::Exact, false, 1);
+    let mut c = case(RowOp::Sum, (2, 1), 8, ShapeMode::Exact, false, 1);
     let mut e = Program::new();
     let x = e.input(0);
     e.output(x);
     c.spec.epilogue = Some(e);
     let err = compile_row(&c.spec).unwrap_err();
     assert!(err.to_string().contains("varies along the row"), "{err}");
+    // one row stride per grid dim
+    let mut c = case(RowOp::Softmax, (2, 3), 8, ShapeMode::Exact, false, 1);
+    c.spec.inputs[1].row_strides.pop();
+    let err = compile_row(&c.spec).unwrap_err();
+    assert!(err.to_string().contains("row strides for a 2-dim"), "{err}");
+    // a family call must cover whole grid rows: 7 rows of a [_, 3] grid do not
+    let mut c = case(RowOp::Softmax, (2, 3), 8, ShapeMode::Family, false, 1);
+    c.spec.row_dims[0] = 3;
+    let kernel = compile_row(&c.spec).unwrap();
+    let slices: Vec<&[f32]> = c.buffers.iter().map(|b| b.as_slice()).collect();
+    let mut out = vec![0.0; 7 * 8];
+    let err = kernel.run(&slices, &mut out, 7).unwrap_err();
+    assert!(matches!(err, JitError::BadCall { .. }), "{err}");
 }

@@ -1,4 +1,6 @@
-//! Row kernels: per row, up to three vectorized passes over the row (f32x4, unrolled,
+//! Row kernels: counted loops over the row grid (dim 0 at run time in family mode)
+//! compute each input's row pointer from its per-dim row strides; per row, up to
+//! three vectorized passes over the row (f32x4, unrolled,
 //! straight-line remainder and scalar tail, all folded from the row length).
 //!
 //! Pass A computes the prologue per element (storing it into the output row for the
@@ -32,6 +34,9 @@ enum Fold {
 
 /// The validated pieces of a row spec codegen needs.
 pub(crate) struct RowPlan<'a> {
+    /// the row grid (dim 0 runtime when `family`)
+    pub(crate) row_dims: &'a [usize],
+    pub(crate) family: bool,
     pub(crate) row_len: usize,
     pub(crate) inputs: &'a [RowInput],
     pub(crate) prologue: &'a Program,
@@ -46,33 +51,41 @@ struct RowPtrs {
 }
 
 /// Emits the whole kernel body.
-pub(crate) fn emit_row_kernel(
-    b: &mut FunctionBuilder,
-    params: &Params,
-    plan: &RowPlan,
-    rows_const: Option<u64>,
-) {
-    let bases: Vec<Value> = (0..plan.inputs.len())
+pub(crate) fn emit_row_kernel(b: &mut FunctionBuilder, params: &Params, plan: &RowPlan) {
+    let inputs: Vec<Value> = (0..plan.inputs.len())
         .map(|k| params.input_ptr(b, k))
         .collect();
-    let out_base = params.output_ptr(b, 0);
-    let rows = match rows_const {
-        Some(n) => TripCount::Const(n),
-        None => TripCount::Runtime(params.outer),
-    };
-    let out_row_bytes = if plan.op.is_reduction() {
-        F32_BYTES
+    let out = params.output_ptr(b, 0);
+    grid_level(b, params, plan, 0, RowPtrs { inputs, out });
+}
+
+/// The loop over grid dim `d` (then the rows themselves).
+fn grid_level(b: &mut FunctionBuilder, params: &Params, plan: &RowPlan, d: usize, at: RowPtrs) {
+    if d == plan.row_dims.len() {
+        emit_row(b, plan, &at);
+        return;
+    }
+    let count = if d == 0 && plan.family {
+        TripCount::Runtime(params.outer)
     } else {
-        plan.row_len * F32_BYTES
+        TripCount::Const(plan.row_dims[d] as u64)
     };
-    counted_loop(b, rows, &mut |b, r| {
-        let inputs = bases
+    let out_row = if plan.op.is_reduction() {
+        1
+    } else {
+        plan.row_len
+    };
+    // the output is row-major over the grid
+    let out_bytes = plan.row_dims[d + 1..].iter().product::<usize>() * out_row * F32_BYTES;
+    counted_loop(b, count, &mut |b, i| {
+        let inputs = at
+            .inputs
             .iter()
             .zip(plan.inputs)
-            .map(|(&base, input)| offset(b, base, r, input.row_stride * F32_BYTES))
+            .map(|(&base, input)| offset(b, base, i, input.row_strides[d] * F32_BYTES))
             .collect();
-        let out = offset(b, out_base, r, out_row_bytes);
-        emit_row(b, plan, &RowPtrs { inputs, out });
+        let out = offset(b, at.out, i, out_bytes);
+        grid_level(b, params, plan, d + 1, RowPtrs { inputs, out });
     });
 }
 

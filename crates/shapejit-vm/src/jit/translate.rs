@@ -17,8 +17,8 @@ use crate::tensor::Dims;
 use shapejit_bytecode::{Instr, Out, Program, Reg, Region, RegionKind};
 use shapejit_ir::{BinaryOp as IrBinary, DType, Op as IrOp, ReduceOp, UnaryOp as IrUnary};
 use shapejit_jit::{
-    BinaryOp, CmpOp, ElementwiseSpec, InputLayout, MatMulEpilogueSpec, Op, Program as JitProgram,
-    RowInput, RowOp, RowSpec, ShapeMode, UnaryOp, ValueId,
+    BinaryOp, CmpOp, ElementwiseSpec, InputLayout, MAX_ROW_DIMS, MatMulEpilogueSpec, Op,
+    Program as JitProgram, RowInput, RowOp, RowSpec, ShapeMode, UnaryOp, ValueId,
 };
 use std::collections::HashMap;
 
@@ -318,35 +318,46 @@ fn translate_elementwise(
 
 /// Row addressing of an input aligned to `shape`: one row stride over the leading
 /// dims and an element stride of 0 or 1 along the last.
-fn row_input(part_shape: &[usize], part_strides: &[isize], shape: &[usize]) -> Option<RowInput> {
-    let aligned = aligned_strides(part_shape, part_strides, shape)?;
+/// The row grid of a row region over `shape` (its leading dims without size-1 dims,
+/// adjacent dims merged where every input's strides allow) and each input's row
+/// strides over it; `Err(k)` names an input whose elements are not unit-stride or
+/// broadcast along the row.
+fn row_grid(
+    parts: &[(&[usize], &[isize])],
+    shape: &[usize],
+) -> Result<(Vec<usize>, Vec<RowInput>), usize> {
     let r = shape.len();
-    let elem_stride = aligned[r - 1];
-    if elem_stride > 1 {
-        return None;
-    }
-    // leading dims must collapse: stride[d] == stride[d+1]·shape[d+1]
-    let lead = &aligned[..r - 1];
-    let dims = &shape[..r - 1];
-    let mut row_stride = None;
-    for d in (0..lead.len()).rev() {
-        if dims[d] == 1 {
-            continue;
+    let mut aligned = Vec::with_capacity(parts.len());
+    for (k, (part_shape, part_strides)) in parts.iter().enumerate() {
+        let a = aligned_strides(part_shape, part_strides, shape).ok_or(k)?;
+        if a[r - 1] > 1 {
+            return Err(k);
         }
-        match row_stride {
-            None => row_stride = Some((lead[d], dims[d])),
-            Some((s, span)) => {
-                if lead[d] != s * span {
-                    return None;
-                }
-                row_stride = Some((s, span * dims[d]));
+        aligned.push(a);
+    }
+    // (dim size, per-input strides), outermost first
+    let mut grid: Vec<(usize, Vec<usize>)> = Vec::new();
+    for d in (0..r.saturating_sub(1)).filter(|&d| shape[d] != 1) {
+        let strides: Vec<usize> = aligned.iter().map(|a| a[d]).collect();
+        match grid.last_mut() {
+            Some((n, outer)) if outer.iter().zip(&strides).all(|(&o, &s)| o == s * shape[d]) => {
+                *n *= shape[d];
+                *outer = strides;
             }
+            _ => grid.push((shape[d], strides)),
         }
     }
-    Some(RowInput {
-        row_stride: row_stride.map_or(0, |(s, _)| s),
-        elem_stride,
-    })
+    if grid.is_empty() {
+        grid.push((1, vec![0; parts.len()]));
+    }
+    let dims = grid.iter().map(|(n, _)| *n).collect();
+    let inputs = (0..parts.len())
+        .map(|k| RowInput {
+            row_strides: grid.iter().map(|(_, s)| s[k]).collect(),
+            elem_stride: aligned[k][r - 1],
+        })
+        .collect();
+    Ok((dims, inputs))
 }
 
 fn translate_row(
@@ -470,22 +481,25 @@ fn translate_row(
     };
     let out_id = tail.finish(&mut epilogue, &mut evals, region, fail)?;
     let trivial_epilogue = out_id == row_result;
-    let inputs = key
+    let parts: Vec<(&[usize], &[isize])> = key
         .inputs
         .iter()
-        .enumerate()
-        .map(|(k, p)| {
-            row_input(&p.shape, &p.strides, &shape)
-                .ok_or_else(|| fail(format!("input {k} is not row-addressable")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let rows: usize = shape[..rank - 1].iter().product();
-    if mode == ShapeMode::Family && rank < 2 {
+        .map(|p| (&p.shape[..], &p.strides[..]))
+        .collect();
+    let (row_dims, inputs) = row_grid(&parts, &shape).map_err(|k| {
+        fail(format!(
+            "input {k} is neither unit-stride nor broadcast along the row"
+        ))
+    })?;
+    if mode == ShapeMode::Family && (rank < 2 || shape[0] == 1) {
         return Err(fail("a single row has no batch dim".to_string()));
+    }
+    if row_dims.len() > MAX_ROW_DIMS {
+        return Err(fail(format!("a row grid of {} dims", row_dims.len())));
     }
     let spec = RowSpec {
         name: format!("region{}", region.id.0),
-        rows,
+        row_dims,
         row_len: shape[rank - 1],
         mode,
         inputs,

@@ -105,7 +105,8 @@ pub struct SlotPolicy {
     pub family_served: HashMap<usize, u32>,
     /// requests sent and not finished
     pub pending: HashSet<Target>,
-    /// targets whose compilation failed (never retried)
+    /// targets whose compilation failed (never retried; a key's failure also marks its
+    /// family, whose other keys are then not requested either)
     pub failed: HashSet<Target>,
 }
 
@@ -271,6 +272,11 @@ impl Shared {
                     *last = Some(reason);
                     if let Some(mut p) = self.policy(req.slot) {
                         p.failed.insert(req.target.clone());
+                        // what failed is the region and its layout, which every key of
+                        // the family shares: do not try again batch by batch
+                        if let Some((sig, _)) = FamilySig::of(&req.key) {
+                            p.failed.insert(Target::Family(sig));
+                        }
                     }
                 }
             }

@@ -255,7 +255,10 @@ impl JitExecutor {
         }
         let k = policy::promote_count(options.promote_threshold, region.len, obs.mean_ns);
         let target = Target::Key(key_addr);
-        let known = policy.pending.contains(&target) || policy.failed.contains(&target);
+        let family_failed =
+            FamilySig::of(key).is_some_and(|(sig, _)| policy.failed.contains(&Target::Family(sig)));
+        let known =
+            policy.pending.contains(&target) || policy.failed.contains(&target) || family_failed;
         if obs.in_window >= k && !known && out.is_empty() && !covered(&self.shared) {
             policy.pending.insert(target.clone());
             out.push(Request {

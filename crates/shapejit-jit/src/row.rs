@@ -268,6 +268,11 @@ impl RowKernel {
         self.mode
     }
 
+    /// Whether it reduces each row to one value (else it writes whole rows).
+    pub fn is_reduction(&self) -> bool {
+        self.reduction
+    }
+
     /// The row grid of a call with `outer` (`None` when `outer` is not a whole number
     /// of family rows).
     fn grid_for(&self, outer: usize) -> Option<Vec<usize>> {

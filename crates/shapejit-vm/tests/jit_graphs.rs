@@ -241,3 +241,24 @@ fn every_batch_size_1_to_70_through_one_family() {
     assert!(hits >= 2 * 67, "{hits} kernel calls");
     assert!(family_hits >= 67, "{family_hits} family calls");
 }
+
+/// Found by the proptest: a family reduction kernel over a 2-dim row grid (a `[a, 1]`
+/// constant breaks the rows into `[batch, a]`) once took its row count from the
+/// output length as if it wrote whole rows, and left most rows unwritten.
+#[test]
+fn family_reduction_over_a_row_grid() {
+    let case = Case {
+        a: 2,
+        b: 3,
+        second: Second::Sliced,
+        ops: vec![(82, 0)],
+        tail: Tail::Mean,
+        batches: vec![1, 2, 3, 15],
+    };
+    let (hits, errors, family_hits) = run_case(&case);
+    assert_eq!(errors, 0);
+    assert!(
+        hits > 0 && family_hits > 0,
+        "{hits} hits, {family_hits} family"
+    );
+}

@@ -317,7 +317,7 @@ impl JitKernel {
                     .map(|(i, t)| input_slice(t, i))
                     .collect::<Result<_, _>>()?;
                 let numel: usize = shape.iter().product();
-                let rows = if k.output_len(1) == Some(1) {
+                let rows = if k.is_reduction() {
                     numel
                 } else {
                     numel / (*row_len).max(1)

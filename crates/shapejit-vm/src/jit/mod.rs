@@ -15,7 +15,7 @@
 //! - `lookup` (at every region head) finds a kernel in the slot's LRU ([`cache`]):
 //!   exact guards by interned-key pointer, then weak and family guards ([`guard`]).
 //!
-//! A kernel that turns out more than 1.5× slower per element than the fastest
+//! A kernel whose fastest run turns out more than 1.1× slower per element than the fastest
 //! interpreted run of its key (measured every 32 runs) is demoted in background mode: removed from
 //! the cache and never compiled again, so the slot goes back to the interpreter (sync
 //! mode skips this timing heuristic to stay deterministic).

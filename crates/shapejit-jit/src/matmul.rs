@@ -8,10 +8,11 @@
 //! kernel's aliasing rule allows (output = input 0 with the same contiguous layout).
 //!
 //! A kernel whose right operand is a constant (weights) can hold it packed
-//! ([`MatMulKernel::with_packed_weights`]): products with fewer than
-//! [`PACKED_MAX_ROWS`] rows then run `shapejit_kernels::packed` instead of re-packing
-//! the weights inside `gemm` on every call (1.4–2× on small products, see
-//! `shapejit-kernels`' `packed` docs); larger ones keep `gemm`, which is as fast there.
+//! ([`MatMulKernel::with_packed_weights`]): products with 2 to [`PACKED_MAX_ROWS`] − 1
+//! rows then run `shapejit_kernels::packed` instead of re-packing the weights inside
+//! `gemm` on every call (1.4–2× on small products, `cargo run --release -p
+//! shapejit-kernels --example packed_vs_gemm`); larger ones keep `gemm`, which is as
+//! fast there, and so do single rows (a matrix-vector product, where `gemm` is faster).
 //!
 //! **Invariant:** the output is written twice: by the GEMM, then element by element
 //! by the epilogue; nothing else reads it in between.
@@ -49,6 +50,8 @@ pub struct MatMulEpilogueSpec {
 /// Products with at least this many rows use `gemm` even when the weights are packed
 /// (measured: from ~256 rows on, `gemm`'s own packing is amortized and it is as fast).
 pub const PACKED_MAX_ROWS: usize = 256;
+/// Products with fewer rows use `gemm` too (one row: 0.66× of `gemm`, two: 1.4×).
+const PACKED_MIN_ROWS: usize = 2;
 
 /// A compiled matmul + epilogue.
 #[derive(Debug)]
@@ -153,7 +156,7 @@ impl MatMulKernel {
     }
 
     /// The packed weights, when this call may use them: `b` is the view they came
-    /// from and `a` is a rank-2 `[rows, k]` with fewer than [`PACKED_MAX_ROWS`] rows
+    /// from and `a` is a rank-2 `[rows, k]` with 2 to [`PACKED_MAX_ROWS`] − 1 rows
     /// whose product has `numel` elements.
     fn packed_for(&self, a: &View<f32>, b: &View<f32>, numel: usize) -> Option<&PackedB> {
         let weights = self.packed.as_ref()?;
@@ -161,7 +164,8 @@ impl MatMulKernel {
             &[rows, _] => rows,
             _ => return None,
         };
-        let fits = rows < PACKED_MAX_ROWS && rows * weights.packed.n() == numel;
+        let fits = (PACKED_MIN_ROWS..PACKED_MAX_ROWS).contains(&rows)
+            && rows * weights.packed.n() == numel;
         (fits && weights.source == ViewIdentity::of(b)).then_some(&*weights.packed)
     }
 

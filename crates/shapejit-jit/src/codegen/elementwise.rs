@@ -18,8 +18,8 @@ use cranelift_codegen::ir::{InstBuilder, StackSlot, StackSlotData, StackSlotKind
 use cranelift_frontend::FunctionBuilder;
 
 use super::function::Params;
-use super::lanes::{Lanes, VECTOR_LANES, Width, mem_flags, unroll_for};
-use super::loops::{Cursor, TripCount, counted_loop};
+use super::lanes::{Lanes, VECTOR_LANES, Width, input_value, mem_flags, unroll_for};
+use super::loops::{Cursor, TripCount, counted_loop, cursor_addrs};
 use super::program::{emit_op, emit_ops, emit_program};
 use super::stages::StagePlan;
 use crate::layout::LoopNest;
@@ -229,8 +229,9 @@ impl Nest<'_> {
                     b,
                     width: Width::X4,
                 };
-                let mut input =
-                    |l: &mut Lanes, id: InputId| self.input_value(l, id, splats, &addrs, offset);
+                let mut input = |l: &mut Lanes, id: InputId| {
+                    input_value(l, splats[id.0 as usize], addrs[id.0 as usize], offset)
+                };
                 let mut values: Vec<Option<Value>> = vec![None; self.program.ops.len()];
                 for &v in &plan.live_in[s] {
                     let op = self.program.ops[v];
@@ -276,26 +277,6 @@ impl Nest<'_> {
         }
     }
 
-    /// The current element(s) of input `id` at byte `offset` from its cursor.
-    fn input_value(
-        &self,
-        l: &mut Lanes,
-        id: InputId,
-        splats: &[Option<(Value, Value)>],
-        addrs: &[Option<Value>],
-        offset: i32,
-    ) -> Value {
-        let k = id.0 as usize;
-        match (splats[k], addrs[k]) {
-            (Some((scalar, vector)), _) => match l.width {
-                Width::Scalar => scalar,
-                Width::X4 => vector,
-            },
-            // Invariant: every input has either a splat (stride 0) or a cursor.
-            (None, addr) => l.load(addr.expect("input has a cursor"), offset),
-        }
-    }
-
     /// Computes one group (one element or one vector) at byte `offset` from the cursors.
     fn group(
         &self,
@@ -307,8 +288,9 @@ impl Nest<'_> {
     ) {
         let addrs = cursor_addrs(b, cursors);
         let mut l = Lanes { b, width };
-        let mut input =
-            |l: &mut Lanes, id: InputId| self.input_value(l, id, splats, &addrs, offset);
+        let mut input = |l: &mut Lanes, id: InputId| {
+            input_value(l, splats[id.0 as usize], addrs[id.0 as usize], offset)
+        };
         let results = emit_program(&mut l, self.program, &mut input, None);
         for (k, value) in results.into_iter().enumerate() {
             // Invariant: outputs are contiguous, so they always have a cursor.
@@ -316,14 +298,6 @@ impl Nest<'_> {
             l.store(value, addr, offset);
         }
     }
-}
-
-/// The current address of every cursor.
-fn cursor_addrs(b: &mut FunctionBuilder, cursors: &[Option<Cursor>]) -> Vec<Option<Value>> {
-    cursors
-        .iter()
-        .map(|c| c.as_ref().map(|c| c.get(b)))
-        .collect()
 }
 
 fn bump_all(b: &mut FunctionBuilder, cursors: &[Option<Cursor>], bytes: i64) {

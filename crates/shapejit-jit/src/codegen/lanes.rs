@@ -52,6 +52,24 @@ pub(crate) fn mem_flags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
+/// The current element(s) of an input: its splat (a broadcast input, as a scalar and
+/// a vector) at this width, else a load at `offset` from its cursor address.
+pub(crate) fn input_value(
+    l: &mut Lanes,
+    splat: Option<(Value, Value)>,
+    addr: Option<Value>,
+    offset: i32,
+) -> Value {
+    match (splat, addr) {
+        (Some((scalar, vector)), _) => match l.width {
+            Width::Scalar => scalar,
+            Width::X4 => vector,
+        },
+        // Invariant (callers): every input has either a splat (stride 0) or a cursor.
+        (None, addr) => l.load(addr.expect("input has a cursor"), offset),
+    }
+}
+
 /// A function builder plus the width the emitted values have.
 pub(crate) struct Lanes<'a, 'b> {
     /// The builder, positioned where code goes.

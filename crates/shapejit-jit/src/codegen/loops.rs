@@ -95,3 +95,14 @@ impl Cursor {
         b.def_var(self.var, next);
     }
 }
+
+/// The current address of every cursor.
+pub(crate) fn cursor_addrs(
+    b: &mut FunctionBuilder,
+    cursors: &[Option<Cursor>],
+) -> Vec<Option<Value>> {
+    cursors
+        .iter()
+        .map(|c| c.as_ref().map(|c| c.get(b)))
+        .collect()
+}

@@ -16,8 +16,8 @@ use cranelift_codegen::ir::{InstBuilder, Value};
 use cranelift_frontend::{FunctionBuilder, Variable};
 
 use super::function::Params;
-use super::lanes::{Lanes, VECTOR_LANES, Width, mem_flags, unroll_for};
-use super::loops::{Cursor, TripCount, counted_loop};
+use super::lanes::{Lanes, VECTOR_LANES, Width, input_value, mem_flags, unroll_for};
+use super::loops::{Cursor, TripCount, counted_loop, cursor_addrs};
 use super::math;
 use super::program::emit_program;
 use crate::program::{InputId, Program};
@@ -310,22 +310,12 @@ fn pass(
 
     let chunk = unroll * VECTOR_LANES;
     let mut group = |b: &mut FunctionBuilder, width: Width, off: i32, acc: Variable| {
-        let addrs: Vec<Option<Value>> = in_cursors
-            .iter()
-            .map(|c| c.as_ref().map(|c| c.get(b)))
-            .collect();
+        let addrs = cursor_addrs(b, &in_cursors);
         let out_addr = out_cursor.get(b);
         let mut l = Lanes { b, width };
+        // Invariant: elem_stride is 0 (splat) or 1 (cursor), checked by validation.
         let mut input = |l: &mut Lanes, id: InputId| {
-            let k = id.0 as usize;
-            match (splats[k], addrs[k]) {
-                (Some((s, v)), _) => match l.width {
-                    Width::Scalar => s,
-                    Width::X4 => v,
-                },
-                // Invariant: elem_stride is 0 (splat) or 1 (cursor), checked by validation.
-                (None, addr) => l.load(addr.expect("contiguous row input"), off),
-            }
+            input_value(l, splats[id.0 as usize], addrs[id.0 as usize], off)
         };
         if let Some(x) = body(&mut l, &mut input, out_addr, off) {
             let prev = l.b.use_var(acc);

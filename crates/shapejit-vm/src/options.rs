@@ -54,6 +54,10 @@ pub struct Options {
     /// record per-slot shape keys, counts and times for every `op` (region
     /// heads are always profiled when a JIT executor is installed)
     pub profile: bool,
+    /// let matmul kernels keep their constant weights packed (faster small-batch
+    /// products; costs about one more copy of those weights, see the
+    /// `packed_weight_bytes` stat)
+    pub pack_weights: bool,
 }
 
 impl Default for Options {
@@ -67,6 +71,7 @@ impl Default for Options {
             guard: GuardPolicy::Auto,
             families: true,
             profile: true,
+            pack_weights: true,
         }
     }
 }

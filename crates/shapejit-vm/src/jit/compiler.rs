@@ -334,6 +334,9 @@ impl Shared {
         region: &Region,
         ops: &MatMulOperands,
     ) -> MatMulKernel {
+        if !self.options.pack_weights {
+            return kernel;
+        }
         let Some(id) = region
             .inputs
             .get(ops.b)

@@ -446,6 +446,32 @@ fn reduction_and_matmul_regions_match_the_interpreter() {
 }
 
 #[test]
+fn packing_weights_can_be_turned_off() {
+    let program = block();
+    let interp = Module::new(program.clone(), Options::interp()).unwrap();
+    let options = Options {
+        pack_weights: false,
+        families: false,
+        ..sync_options()
+    };
+    let (module, _h) = jit_module(program, options).unwrap();
+    let (mut rj, mut ri) = (module.runtime(), interp.runtime());
+    for iter in 0..3u32 {
+        let x = inputs_block(4, iter);
+        assert_close(&rj.run(&x).unwrap(), &ri.run(&x).unwrap(), "unpacked");
+    }
+    let stats = module.stats();
+    assert_eq!(stats.global.packed_weight_bytes, 0);
+    let hits: u64 = stats
+        .slots
+        .iter()
+        .filter(|s| s.kind == "region matmul_epilogue")
+        .map(|s| s.kernel_hits)
+        .sum();
+    assert!(hits > 0, "the matmul kernel still runs, on gemm");
+}
+
+#[test]
 fn families_cover_reduction_and_matmul_regions() {
     let program = block();
     let interp = Module::new(program.clone(), Options::interp()).unwrap();

@@ -3,11 +3,15 @@
 //! 2048×256×1024 and 2048×1024×256: the FFN at batch 64), next to the machine's
 //! measured single-core FMA peak (`fma_peak`, see `shapejit_benches::fma_probe`).
 //!
+//! `packed/…` runs the same products through `shapejit_kernels::packed` with the right
+//! operand packed once (what JIT matmul kernels do with constant weights).
+//!
 //! Criterion's throughput is in FLOP (2·M·N·K per product): read `Gelem/s` as GFLOP/s.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use shapejit_benches::{fma_probe, fma_probe_flops};
 use shapejit_kernels::matmul::matmul;
+use shapejit_kernels::packed::{PackedB, matmul_packed};
 use shapejit_kernels::{View, ViewMut};
 use std::hint::black_box;
 use std::time::Duration;
@@ -31,6 +35,17 @@ fn gemm(c: &mut Criterion) {
                 black_box(&out);
             })
         });
+        let packed = PackedB::pack(&View::contiguous(&b, &[k, n]).expect("b fits")).expect("packs");
+        group.bench_function(
+            BenchmarkId::new("packed", format!("{m}x{k}x{n}")),
+            |bench| {
+                bench.iter(|| {
+                    let av = View::contiguous(&a, &[m, k]).expect("a fits");
+                    matmul_packed(&mut out, &av, &packed, 1.0).expect("shapes agree");
+                    black_box(&out);
+                })
+            },
+        );
     }
     const ITERS: usize = 1 << 16;
     if fma_probe(1).is_some() {

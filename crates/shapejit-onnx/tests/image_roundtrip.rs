@@ -34,30 +34,10 @@ fn assert_round_trip(graph: shapejit_ir::Graph, dir: &Path, inputs: &[Vec<Tensor
 #[test]
 fn built_models_round_trip_bit_for_bit() {
     let dir = tempfile::tempdir().unwrap();
-    let then_g = graph(
-        vec![node("Relu", &["h"], &["t"], vec![])],
-        vec![],
-        vec![vf("t", &[])],
-        vec![],
-    );
-    let else_g = graph(
-        vec![node("Neg", &["h"], &["e"], vec![])],
-        vec![],
-        vec![vf("e", &[])],
-        vec![],
-    );
     let nodes = vec![
         node("MatMul", &["x", "w"], &["m"], vec![]),
         node("Add", &["m", "b"], &["h"], vec![]),
-        node(
-            "If",
-            &["c"],
-            &["y"],
-            vec![
-                a_graph("then_branch", then_g),
-                a_graph("else_branch", else_g),
-            ],
-        ),
+        if_one_node("c", "y", ("Relu", &["h"]), ("Neg", &["h"])),
     ];
     let mut rng = r::rng(21);
     let w = r::random(&mut rng, &[8, 5], -1.0, 1.0);

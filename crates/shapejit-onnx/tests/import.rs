@@ -590,27 +590,7 @@ fn constants_and_constant_of_shape() {
 
 #[test]
 fn if_captures_outer_values() {
-    let then_g = graph(
-        vec![node("Add", &["x", "w"], &["t"], vec![])],
-        vec![],
-        vec![vf("t", &[])],
-        vec![],
-    );
-    let else_g = graph(
-        vec![node("Neg", &["x"], &["e"], vec![])],
-        vec![],
-        vec![vf("e", &[])],
-        vec![],
-    );
-    let n = node(
-        "If",
-        &["c"],
-        &["y"],
-        vec![
-            a_graph("then_branch", then_g),
-            a_graph("else_branch", else_g),
-        ],
-    );
+    let n = if_one_node("c", "y", ("Add", &["x", "w"]), ("Neg", &["x"]));
     let m = model(
         13,
         graph(

@@ -12,18 +12,6 @@ use shapejit_onnx::proto::data_type;
 /// A model touching many importer paths: initializers (raw and typed), Conv,
 /// Reshape from a shape chain, Split, Slice, an If with captures and a Loop.
 fn rich_model() -> Bytes {
-    let then_g = graph(
-        vec![node("Relu", &["h"], &["t"], vec![])],
-        vec![],
-        vec![vf("t", &[])],
-        vec![],
-    );
-    let else_g = graph(
-        vec![node("Neg", &["h"], &["e"], vec![])],
-        vec![],
-        vec![vf("e", &[])],
-        vec![],
-    );
     let body = graph(
         vec![
             node("Add", &["acc_in", "h"], &["acc_out"], vec![]),
@@ -54,15 +42,7 @@ fn rich_model() -> Bytes {
         node("Reshape", &["c", "shape"], &["h"], vec![]),
         node("Split", &["h", "sp"], &["h1", "h2"], vec![a_int("axis", 1)]),
         node("Slice", &["h1", "st", "en", "sa"], &["hs"], vec![]),
-        node(
-            "If",
-            &["cond"],
-            &["f"],
-            vec![
-                a_graph("then_branch", then_g),
-                a_graph("else_branch", else_g),
-            ],
-        ),
+        if_one_node("cond", "f", ("Relu", &["h"]), ("Neg", &["h"])),
         node(
             "Loop",
             &["trip", "", "f"],

@@ -869,27 +869,7 @@ fn expand_tile_shape_size_range_constant_of_shape_cast() {
 #[test]
 fn if_and_loop_run() {
     // y = cond ? x * w : -x  (w a captured initializer, x a captured input)
-    let then_g = graph(
-        vec![node("Mul", &["x", "w"], &["t"], vec![])],
-        vec![],
-        vec![vf("t", &[])],
-        vec![],
-    );
-    let else_g = graph(
-        vec![node("Neg", &["x"], &["e"], vec![])],
-        vec![],
-        vec![vf("e", &[])],
-        vec![],
-    );
-    let n = node(
-        "If",
-        &["c"],
-        &["y"],
-        vec![
-            a_graph("then_branch", then_g),
-            a_graph("else_branch", else_g),
-        ],
-    );
+    let n = if_one_node("c", "y", ("Mul", &["x", "w"]), ("Neg", &["x"]));
     let m = model(
         13,
         graph(
@@ -1177,32 +1157,17 @@ fn outputs_that_alias_inputs_initializers_or_each_other() {
 fn nested_if_inside_loop_captures_through_two_levels() {
     // acc += (i is even) ? x : -x for i in 0..3; x is read two scopes down.
     // Parity as 2 * (i / 2) == i (integer division).
-    let then_g = graph(
-        vec![node("Add", &["acc_in", "x"], &["t"], vec![])],
-        vec![],
-        vec![vf("t", &[])],
-        vec![],
-    );
-    let else_g = graph(
-        vec![node("Sub", &["acc_in", "x"], &["e"], vec![])],
-        vec![],
-        vec![vf("e", &[])],
-        vec![],
-    );
     let body = graph(
         vec![
             node("Div", &["i", "two"], &["half"], vec![]),
             node("Mul", &["half", "two"], &["dbl"], vec![]),
             node("Equal", &["dbl", "i"], &["even"], vec![]),
             node("Identity", &["c_in"], &["c_out"], vec![]),
-            node(
-                "If",
-                &["even"],
-                &["acc_out"],
-                vec![
-                    a_graph("then_branch", then_g),
-                    a_graph("else_branch", else_g),
-                ],
+            if_one_node(
+                "even",
+                "acc_out",
+                ("Add", &["acc_in", "x"]),
+                ("Sub", &["acc_in", "x"]),
             ),
         ],
         vec![

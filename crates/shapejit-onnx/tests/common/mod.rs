@@ -169,6 +169,33 @@ pub fn graph(
     }
 }
 
+/// `out = if cond { then_op(then_inputs) } else { else_op(else_inputs) }`: an `If`
+/// node whose branches are one node each, reading values captured from outside.
+pub fn if_one_node(
+    cond: &str,
+    out: &str,
+    (then_op, then_inputs): (&str, &[&str]),
+    (else_op, else_inputs): (&str, &[&str]),
+) -> NodeProto {
+    let branch = |op: &str, inputs: &[&str], result: &str| {
+        graph(
+            vec![node(op, inputs, &[result], vec![])],
+            vec![],
+            vec![vf(result, &[])],
+            vec![],
+        )
+    };
+    node(
+        "If",
+        &[cond],
+        &[out],
+        vec![
+            a_graph("then_branch", branch(then_op, then_inputs, "t")),
+            a_graph("else_branch", branch(else_op, else_inputs, "e")),
+        ],
+    )
+}
+
 pub fn model(opset: i64, graph: GraphProto) -> ModelProto {
     ModelProto {
         ir_version: 8,

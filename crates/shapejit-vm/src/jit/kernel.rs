@@ -8,7 +8,7 @@
 use super::guard::rank_and_batch;
 use super::translate::MatMulOperands;
 use crate::hook::RegionKernel;
-use crate::ops::{OpError, OutType, OutTypes};
+use crate::ops::{OpError, OutType, OutTypes, broadcast_shapes};
 use crate::tensor::{Dims, TensorMut, TensorRef};
 use shapejit_ir::DType;
 use shapejit_jit::{ElementwiseKernel, MatMulKernel, RowKernel, ShapeMode};
@@ -187,29 +187,16 @@ fn matmul_shape(inputs: &[TensorRef<'_>], ops: &MatMulOperands) -> Result<Dims, 
     } else {
         b[b.len() - 1]
     };
-    let (ab, bb) = (&a[..a.len() - 2], &b[..b.len() - 2]);
-    let rank = ab.len().max(bb.len());
-    let mut shape = Dims::new();
-    for d in 0..rank {
-        let x = if d + ab.len() >= rank {
-            ab[d + ab.len() - rank]
-        } else {
-            1
-        };
-        let y = if d + bb.len() >= rank {
-            bb[d + bb.len() - rank]
-        } else {
-            1
-        };
-        shape.push(x.max(y));
-    }
+    let mut shape = broadcast_shapes(
+        &shapejit_ir::Op::MatMul,
+        &[&a[..a.len() - 2], &b[..b.len() - 2]],
+    )?;
     shape.push(m);
     shape.push(n);
     Ok(shape)
 }
 
 /// The view of a GEMM operand, transposed if asked and broadcast to `full`.
-/// A matmul operand as a view of `full` (`trans` swaps its last two dims first).
 pub(super) fn operand_view<'a>(
     t: &TensorRef<'a>,
     trans: bool,

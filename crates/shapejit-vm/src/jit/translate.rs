@@ -12,6 +12,7 @@
 //! exactly the ops of the region in their bytecode order, so the kernel agrees with the
 //! interpreter up to the ops' documented tolerances.
 
+use crate::ops::broadcast_shapes;
 use crate::shape_key::ShapeKey;
 use crate::tensor::Dims;
 use shapejit_bytecode::{Instr, Out, Program, Reg, Region, RegionKind};
@@ -564,8 +565,11 @@ fn translate_matmul(
     if ka != kb {
         return Err(fail(format!("matmul inner dims {ka} and {kb} differ")));
     }
-    let batch =
-        broadcast(&ashape[..ashape.len() - 2], &bshape[..bshape.len() - 2]).map_err(fail)?;
+    let batch = broadcast(
+        op,
+        &[&ashape[..ashape.len() - 2], &bshape[..bshape.len() - 2]],
+    )
+    .map_err(fail)?;
     let mut prod_shape = batch.clone();
     prod_shape.push(m);
     prod_shape.push(n);
@@ -656,28 +660,9 @@ fn aligned_strides(shape: &[usize], strides: &[isize], out: &[usize]) -> Option<
     Some(aligned)
 }
 
-fn broadcast(a: &[usize], b: &[usize]) -> Result<Dims, String> {
-    let rank = a.len().max(b.len());
-    let mut out = Dims::from_elem(1, rank);
-    for d in 0..rank {
-        let x = if d + a.len() >= rank {
-            a[d + a.len() - rank]
-        } else {
-            1
-        };
-        let y = if d + b.len() >= rank {
-            b[d + b.len() - rank]
-        } else {
-            1
-        };
-        out[d] = match (x, y) {
-            (x, y) if x == y => x,
-            (1, y) => y,
-            (x, 1) => x,
-            _ => return Err(format!("shapes {a:?} and {b:?} do not broadcast")),
-        };
-    }
-    Ok(out)
+/// NumPy broadcast of `shapes` by the interpreter's own rule, the error as text.
+fn broadcast(op: &IrOp, shapes: &[&[usize]]) -> Result<Dims, String> {
+    broadcast_shapes(op, shapes).map_err(|e| e.to_string())
 }
 
 fn translate_op(p: &mut JitProgram, op: &IrOp, args: &[Val]) -> Result<Val, String> {
@@ -701,7 +686,7 @@ fn translate_op(p: &mut JitProgram, op: &IrOp, args: &[Val]) -> Result<Val, Stri
         }
         IrOp::Binary(b) => {
             let (x, y) = (f32_arg(0)?, f32_arg(1)?);
-            let shape = broadcast(&x.shape, &y.shape)?;
+            let shape = broadcast(op, &[&x.shape, &y.shape])?;
             let (id, mask) = match binary(*b)? {
                 Either::Arith(op) => (p.binary(op, x.id, y.id), false),
                 Either::Cmp(op) => (p.compare(op, x.id, y.id), true),
@@ -714,7 +699,7 @@ fn translate_op(p: &mut JitProgram, op: &IrOp, args: &[Val]) -> Result<Val, Stri
                 return Err("the condition is not computed inside the region".to_string());
             }
             let (x, y) = (f32_arg(1)?, f32_arg(2)?);
-            let shape = broadcast(&broadcast(&cond.shape, &x.shape)?, &y.shape)?;
+            let shape = broadcast(op, &[&cond.shape, &x.shape, &y.shape])?;
             Ok(Val {
                 id: p.select(cond.id, x.id, y.id),
                 shape,

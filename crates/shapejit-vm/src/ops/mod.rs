@@ -30,6 +30,8 @@ mod reduce;
 mod shape;
 mod util;
 
+pub(crate) use util::broadcast_shapes;
+
 use crate::tensor::{Dims, Layout, LayoutError, TensorMut, TensorRef};
 use shapejit_ir::{DType, Op};
 use shapejit_kernels::KernelError;

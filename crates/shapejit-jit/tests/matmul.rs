@@ -26,23 +26,30 @@ fn bias_gelu_residual() -> Program {
     p
 }
 
+/// The bias + gelu + residual epilogue over `out_shape`: bias `[n]` broadcast, the
+/// residual with the output's own shape.
+fn bias_gelu_residual_spec(out_shape: &[usize], mode: ShapeMode) -> MatMulEpilogueSpec {
+    let n = out_shape[out_shape.len() - 1];
+    MatMulEpilogueSpec {
+        name: "mm".to_string(),
+        out_shape: out_shape.to_vec(),
+        mode,
+        alpha: 1.0,
+        epilogue: bias_gelu_residual(),
+        extra_inputs: vec![
+            InputLayout::broadcast(&[n], out_shape).unwrap(),
+            InputLayout::contiguous(out_shape),
+        ],
+    }
+}
+
 fn check(batch: usize, m: usize, k: usize, n: usize, mode: ShapeMode, compiled_batch: usize) {
     let mut rng = Rng((batch * 1000 + m * 100 + k * 10 + n) as u64);
     let a = rng.vec(batch * m * k, -1.0, 1.0);
     let w = rng.vec(k * n, -1.0, 1.0);
     let bias = rng.vec(n, -0.5, 0.5);
     let res = rng.vec(batch * m * n, -1.0, 1.0);
-    let spec = MatMulEpilogueSpec {
-        name: "mm".to_string(),
-        out_shape: vec![compiled_batch, m, n],
-        mode,
-        alpha: 1.0,
-        epilogue: bias_gelu_residual(),
-        extra_inputs: vec![
-            InputLayout::broadcast(&[n], &[compiled_batch, m, n]).unwrap(),
-            InputLayout::contiguous(&[compiled_batch, m, n]),
-        ],
-    };
+    let spec = bias_gelu_residual_spec(&[compiled_batch, m, n], mode);
     let kernel = compile_matmul_epilogue(&spec).expect("compiles");
     let av = View::contiguous(&a, &[batch, m, k]).unwrap();
     // weights broadcast over the batch: stride 0
@@ -96,17 +103,7 @@ fn family_epilogue_serves_every_batch() {
 
 #[test]
 fn bad_calls_are_typed_errors() {
-    let spec = MatMulEpilogueSpec {
-        name: "mm".to_string(),
-        out_shape: vec![2, 3],
-        mode: ShapeMode::Exact,
-        alpha: 1.0,
-        epilogue: bias_gelu_residual(),
-        extra_inputs: vec![
-            InputLayout::broadcast(&[3], &[2, 3]).unwrap(),
-            InputLayout::contiguous(&[2, 3]),
-        ],
-    };
+    let spec = bias_gelu_residual_spec(&[2, 3], ShapeMode::Exact);
     let kernel = compile_matmul_epilogue(&spec).expect("compiles");
     let a = vec![0.0f32; 8];
     let b = vec![0.0f32; 12];
@@ -146,17 +143,7 @@ fn flattened_rows_give_the_same_product() {
     let w = rng.vec(k * n, -1.0, 1.0);
     let bias = rng.vec(n, -0.5, 0.5);
     let res = rng.vec(batch * m * n, -1.0, 1.0);
-    let spec = MatMulEpilogueSpec {
-        name: "mm".to_string(),
-        out_shape: vec![batch, m, n],
-        mode: ShapeMode::Exact,
-        alpha: 1.0,
-        epilogue: bias_gelu_residual(),
-        extra_inputs: vec![
-            InputLayout::broadcast(&[n], &[batch, m, n]).unwrap(),
-            InputLayout::contiguous(&[batch, m, n]),
-        ],
-    };
+    let spec = bias_gelu_residual_spec(&[batch, m, n], ShapeMode::Exact);
     let kernel = compile_matmul_epilogue(&spec).expect("compiles");
     let wv3 = View::new(
         &w,

@@ -79,16 +79,17 @@ fn max_ulps(
 ) -> (f64, f32) {
     let n = 400_000;
     let mut worst = (0.0, lo);
-    for i in 0..=n {
-        let x = lo + (hi - lo) * (i as f32 / n as f32);
+    let mut probe = |x: f32| {
         let r = reference(x as f64);
-        if r.abs() < f32::MIN_POSITIVE as f64 {
-            continue;
+        if r.abs() >= f32::MIN_POSITIVE as f64 {
+            let e = ulps(f(x), r);
+            if e > worst.0 {
+                worst = (e, x);
+            }
         }
-        let e = ulps(f(x), r);
-        if e > worst.0 {
-            worst = (e, x);
-        }
+    };
+    for i in 0..=n {
+        probe(lo + (hi - lo) * (i as f32 / n as f32));
     }
     // random points between the grid's
     let mut state = 0x2545_f491_4f6c_dd1du64;
@@ -96,15 +97,7 @@ fn max_ulps(
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        let x = lo + (hi - lo) * ((state >> 40) as f32 / (1u64 << 24) as f32);
-        let r = reference(x as f64);
-        if r.abs() < f32::MIN_POSITIVE as f64 {
-            continue;
-        }
-        let e = ulps(f(x), r);
-        if e > worst.0 {
-            worst = (e, x);
-        }
+        probe(lo + (hi - lo) * ((state >> 40) as f32 / (1u64 << 24) as f32));
     }
     // also the neighbourhood of 0 on a log grid (1e-30 .. 1)
     for i in 0..1760 {

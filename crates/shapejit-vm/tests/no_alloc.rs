@@ -55,15 +55,7 @@ fn module() -> Module {
     let x = b.input("x", DType::F32, shape!["batch", s, h]);
     let scale = b.constant("scale", Tensor::from_vec(vec![1.5f32; h], &[h]).unwrap());
     let bias = b.constant("bias", Tensor::from_vec(vec![0.5f32; h], &[h]).unwrap());
-    let n = b
-        .op(
-            Op::LayerNorm {
-                axis: -1,
-                epsilon: 1e-5,
-            },
-            &[x, scale, bias],
-        )
-        .unwrap();
+    let n = b.layer_norm(x, scale, Some(bias), -1, 1e-5).unwrap();
     let q = b.reshape(n, &[0, s, heads, h as i64 / heads]).unwrap();
     let q = b.transpose(q, &[0, 2, 1, 3]).unwrap();
     let c = b.const_f32(0.25).unwrap();

@@ -3,7 +3,7 @@
 //! a panic.
 
 use shapejit_bytecode::{GroupId, Instr, Pc, Program, Reg, lower};
-use shapejit_ir::{DType, GraphBuilder, Op, Tensor, shape};
+use shapejit_ir::{DType, GraphBuilder, Tensor, shape};
 use shapejit_vm::{Module, Options};
 
 fn program() -> Program {
@@ -19,15 +19,7 @@ fn program() -> Program {
     let h = b.relu(h).unwrap();
     let t = b.transpose(h, &[1, 0]).unwrap();
     let s = b.softmax(t, 0).unwrap();
-    let n = b
-        .op(
-            Op::LayerNorm {
-                axis: -1,
-                epsilon: 1e-5,
-            },
-            &[x, scale, scale],
-        )
-        .unwrap();
+    let n = b.layer_norm(x, scale, Some(scale), -1, 1e-5).unwrap();
     let branch = |name: &str, neg: bool| {
         let mut g = GraphBuilder::new(name);
         let v = g.input("v", DType::F32, shape!["batch", 4]);

@@ -3,7 +3,7 @@
 //! (on the interpreter: compiled kernels may round differently; the JIT has its
 //! own concurrency tests).
 
-use shapejit::{DType, GraphBuilder, Module, Op, Options, Tensor, shape};
+use shapejit::{DType, GraphBuilder, Module, Options, Tensor, shape};
 
 fn model() -> Module {
     let mut b = GraphBuilder::new("block");
@@ -20,15 +20,7 @@ fn model() -> Module {
     );
     let scale = b.constant("scale", Tensor::from_vec(vec![1.1f32; 32], &[32]).unwrap());
     let bias = b.constant("bias", Tensor::from_vec(vec![-0.1f32; 32], &[32]).unwrap());
-    let h = b
-        .op(
-            Op::LayerNorm {
-                axis: -1,
-                epsilon: 1e-5,
-            },
-            &[x, scale, bias],
-        )
-        .unwrap();
+    let h = b.layer_norm(x, scale, Some(bias), -1, 1e-5).unwrap();
     let h = b.matmul(h, w).unwrap();
     let h = b.gelu(h, false).unwrap();
     let t = b.transpose(h, &[0, 2, 1]).unwrap();

@@ -14,7 +14,7 @@
 //! **Invariant:** runs never wait for the compiler: `observe` only sends (background
 //! mode), and the thread takes a slot's cache lock only to insert.
 
-use super::cache::SlotCache;
+use super::cache::{Entry, SlotCache};
 use super::guard::{FamilySig, Guard, WeakSig};
 use super::kernel::{Code, JitKernel, ShapeRule, operand_view};
 use super::translate::{Compiled, MatMulOperands, translate};
@@ -238,15 +238,20 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner())
             .remove(kernel);
         if let Some(entry) = removed {
-            bump(&self.counters.slots[slot.index()].evictions, 1);
-            self.counters
-                .global
-                .live_code_bytes
-                .fetch_sub(entry.kernel.code_bytes() as u64, Ordering::Relaxed);
+            self.count_eviction(slot, &entry);
             if let Some(mut p) = self.policy(slot) {
                 p.failed.insert(entry.target);
             }
         }
+    }
+
+    /// Counts `entry` as evicted from `slot` and its code as no longer live.
+    fn count_eviction(&self, slot: SlotId, entry: &Entry) {
+        bump(&self.counters.slots[slot.index()].evictions, 1);
+        self.counters
+            .global
+            .live_code_bytes
+            .fetch_sub(entry.kernel.code_bytes() as u64, Ordering::Relaxed);
     }
 
     /// Compiles one request and installs the kernel (or counts the failure).
@@ -395,11 +400,7 @@ impl Shared {
         };
         bump(&self.counters.global.live_code_bytes, bytes);
         if let Some(old) = evicted {
-            bump(&self.counters.slots[slot.index()].evictions, 1);
-            self.counters
-                .global
-                .live_code_bytes
-                .fetch_sub(old.kernel.code_bytes() as u64, Ordering::Relaxed);
+            self.count_eviction(slot, &old);
             // `old` drops here: its code is freed now, or when the last running call
             // releases its Arc.
         }

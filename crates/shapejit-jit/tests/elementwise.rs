@@ -4,13 +4,15 @@
 //! vector width, family kernels at every batch size 1..=70, staged kernels (several
 //! transcendentals over long rows).
 //!
-//! Tolerance: |jit − f64| ≤ 2e-4·(1 + |f64|). The ops' own errors are a few ulp
+//! Tolerance: |jit − f64| ≤ 2e-4·(1 + |f64|). Elements whose evaluation compares two
+//! values within 1e-5 relative of each other are skipped: the f32 kernel may decide
+//! that tie either way. The ops' own errors are a few ulp
 //! (`math_error.rs`); the bound leaves room for error growth along a chain of up to
 //! eight ops, while any indexing mistake (a wrong element) is far outside it.
 
 mod common;
 
-use common::{Rng, eval64, strided_offset};
+use common::{Rng, eval64, has_near_tie, strided_offset};
 use proptest::prelude::*;
 use shapejit_jit::{
     BinaryOp, CmpOp, ElementwiseSpec, InputLayout, JitError, Program, ShapeMode, UnaryOp, ValueId,
@@ -268,6 +270,9 @@ fn check_case(
                 .iter()
                 .map(|i| i.buffer[i.offset + strided_offset(flat, &run_shape, &i.strides)] as f64)
                 .collect();
+            if has_near_tie(program, &xs, 1e-5) {
+                continue;
+            }
             let want = eval64(program, &xs, None);
             for (k, &w) in want.iter().enumerate() {
                 let got = outs[k][flat] as f64;

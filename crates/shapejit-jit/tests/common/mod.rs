@@ -113,6 +113,27 @@ enum V {
 /// Evaluates a program on one element in f64 (masks as bools). `row` is the value of
 /// `Op::RowResult`.
 pub fn eval64(program: &Program, inputs: &[f64], row: Option<f64>) -> Vec<f64> {
+    eval64_watching(program, inputs, row, &mut |_, _| {})
+}
+
+/// Whether some comparison of the element's evaluation is a near tie (operands within
+/// `rel·(1 + |a| + |b|)`): the f32 kernel may decide it either way, so the element's
+/// result is not determined by the f64 reference.
+pub fn has_near_tie(program: &Program, inputs: &[f64], rel: f64) -> bool {
+    let mut tie = false;
+    eval64_watching(program, inputs, None, &mut |a, b| {
+        tie |= (a - b).abs() <= rel * (1.0 + a.abs() + b.abs());
+    });
+    tie
+}
+
+/// [`eval64`], calling `compared(a, b)` on the operands of every comparison.
+fn eval64_watching(
+    program: &Program,
+    inputs: &[f64],
+    row: Option<f64>,
+    compared: &mut dyn FnMut(f64, f64),
+) -> Vec<f64> {
     let mut vals: Vec<V> = Vec::new();
     let f = |vals: &Vec<V>, id: shapejit_jit::ValueId| match vals[id.0 as usize] {
         V::F(x) => x,
@@ -127,6 +148,7 @@ pub fn eval64(program: &Program, inputs: &[f64], row: Option<f64>) -> Vec<f64> {
             Op::Binary(bop, a, b) => V::F(binary64(bop, f(&vals, a), f(&vals, b))),
             Op::Compare(c, a, b) => {
                 let (a, b) = (f(&vals, a), f(&vals, b));
+                compared(a, b);
                 V::M(match c {
                     CmpOp::Eq => a == b,
                     CmpOp::Ne => a != b,

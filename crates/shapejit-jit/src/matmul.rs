@@ -69,7 +69,7 @@ struct PackedWeights {
 }
 
 /// What makes two views the same operand.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 struct ViewIdentity {
     data: usize,
     len: usize,
@@ -87,6 +87,15 @@ impl ViewIdentity {
             shape: v.shape().to_vec(),
             strides: v.geom().strides().to_vec(),
         }
+    }
+
+    /// Whether `v` is this view (compared in place: this runs on every call).
+    fn is(&self, v: &View<f32>) -> bool {
+        self.data == v.data().as_ptr() as usize
+            && self.len == v.data().len()
+            && self.offset == v.geom().offset()
+            && self.shape == v.shape()
+            && self.strides == v.geom().strides()
     }
 }
 
@@ -166,7 +175,7 @@ impl MatMulKernel {
         };
         let fits = (PACKED_MIN_ROWS..PACKED_MAX_ROWS).contains(&rows)
             && rows * weights.packed.n() == numel;
-        (fits && weights.source == ViewIdentity::of(b)).then_some(&*weights.packed)
+        (fits && weights.source.is(b)).then_some(&*weights.packed)
     }
 
     /// `out = epilogue(alpha · a @ b, extras…)`. `a`, `b` are `[batch…, m, k]`,

@@ -273,18 +273,21 @@ impl RowKernel {
         self.reduction
     }
 
-    /// The row grid of a call with `outer` (`None` when `outer` is not a whole number
-    /// of family rows).
-    fn grid_for(&self, outer: usize) -> Option<Vec<usize>> {
-        let mut grid = self.row_dims.clone();
-        if self.mode == ShapeMode::Family {
-            let inner: usize = grid[1..].iter().product();
-            if inner == 0 || !outer.is_multiple_of(inner) {
-                return None;
+    /// Grid dim 0 of a call with `outer` (`None` when a family call's `outer` is not a
+    /// whole number of rows of the folded inner dims).
+    fn dim0_for(&self, outer: usize) -> Option<usize> {
+        match self.mode {
+            ShapeMode::Exact => Some(self.row_dims[0]),
+            ShapeMode::Family => {
+                let inner: usize = self.row_dims[1..].iter().product();
+                (inner != 0 && outer.is_multiple_of(inner)).then(|| outer / inner)
             }
-            grid[0] = outer / inner;
         }
-        Some(grid)
+    }
+
+    /// The grid dims of a call whose dim 0 is `dim0`.
+    fn grid_dims(&self, dim0: usize) -> impl Iterator<Item = usize> + '_ {
+        std::iter::once(dim0).chain(self.row_dims[1..].iter().copied())
     }
 
     /// Rows a call with `outer` processes.
@@ -298,12 +301,12 @@ impl RowKernel {
     /// Elements input `k` must cover for a call with `outer` (`None` if unknown/overflow).
     pub fn input_len(&self, k: usize, outer: usize) -> Option<usize> {
         let input = self.inputs.get(k)?;
-        let grid = self.grid_for(outer)?;
-        if grid.contains(&0) {
+        let dim0 = self.dim0_for(outer)?;
+        if self.grid_dims(dim0).any(|n| n == 0) {
             return Some(0);
         }
         let mut last = (self.row_len - 1) * input.elem_stride;
-        for (&n, &s) in grid.iter().zip(&input.row_strides) {
+        for (n, &s) in self.grid_dims(dim0).zip(&input.row_strides) {
             last = last.checked_add((n - 1).checked_mul(s)?)?;
         }
         last.checked_add(1)
@@ -311,7 +314,7 @@ impl RowKernel {
 
     /// Elements the output must hold for a call with `outer`.
     pub fn output_len(&self, outer: usize) -> Option<usize> {
-        self.grid_for(outer)?;
+        self.dim0_for(outer)?;
         let rows = self.rows_for(outer);
         if self.reduction {
             Some(rows)
@@ -361,7 +364,7 @@ impl RowKernel {
         let outs = [output];
         // the code's runtime count is grid dim 0 (0 rows when `outer` does not divide,
         // which the checked extents exclude)
-        let dim0 = self.grid_for(outer).map_or(0, |g| g[0]);
+        let dim0 = self.dim0_for(outer).unwrap_or(0);
         // SAFETY: forwarded from this function's contract.
         unsafe { self.code.call(inputs.as_ptr(), outs.as_ptr(), dim0 as u64) }
     }

@@ -306,12 +306,15 @@ impl JitExecutor {
         let samples = policy.family_served.entry(key_addr).or_insert(0);
         *samples += 1;
         let samples = *samples;
+        if samples < options.promote_threshold.max(1) {
+            return;
+        }
         let room = state
             .cache
             .read()
             .map(|c| c.len() + 1 < options.cache_capacity)
             .unwrap_or(false);
-        if samples < options.promote_threshold.max(1) || !room {
+        if !room {
             return;
         }
         policy.family_served.remove(&key_addr);

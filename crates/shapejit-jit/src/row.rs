@@ -268,6 +268,11 @@ impl RowKernel {
         self.mode
     }
 
+    /// Elements per row.
+    pub fn row_len(&self) -> usize {
+        self.row_len
+    }
+
     /// Whether it reduces each row to one value (else it writes whole rows).
     pub fn is_reduction(&self) -> bool {
         self.reduction

@@ -321,7 +321,7 @@ impl Shared {
             Compiled::Elementwise(spec) => {
                 Code::Elementwise(compile_elementwise(&spec).map_err(err)?)
             }
-            Compiled::Row(spec) => Code::Row(compile_row(&spec).map_err(err)?, spec.row_len),
+            Compiled::Row(spec) => Code::Row(compile_row(&spec).map_err(err)?),
             Compiled::MatMul(spec, operands) => {
                 let kernel = compile_matmul_epilogue(&spec).map_err(err)?;
                 Code::MatMul(self.pack_weights(kernel, region, &operands), operands)

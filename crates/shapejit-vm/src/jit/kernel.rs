@@ -11,7 +11,7 @@ use crate::hook::RegionKernel;
 use crate::ops::{OpError, OutType, OutTypes, broadcast_shapes};
 use crate::tensor::{Dims, TensorMut, TensorRef};
 use shapejit_ir::DType;
-use shapejit_jit::{ElementwiseKernel, MatMulKernel, RowKernel, ShapeMode};
+use shapejit_jit::{CompiledCode, ElementwiseKernel, MatMulKernel, RowKernel, ShapeMode};
 use shapejit_kernels::{StridedShape, View};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -32,8 +32,8 @@ pub enum ShapeRule {
 pub enum Code {
     /// an elementwise kernel
     Elementwise(ElementwiseKernel),
-    /// a row kernel with its row length
-    Row(RowKernel, usize),
+    /// a row kernel
+    Row(RowKernel),
     /// a GEMM + epilogue and where its operands come from
     MatMul(MatMulKernel, MatMulOperands),
 }
@@ -102,28 +102,28 @@ impl JitKernel {
         )
     }
 
+    fn compiled(&self) -> &CompiledCode {
+        match &self.code {
+            Code::Elementwise(k) => k.code(),
+            Code::Row(k) => k.code(),
+            Code::MatMul(k, _) => k.code(),
+        }
+    }
+
     /// Bytes of machine code.
     pub fn code_bytes(&self) -> usize {
-        match &self.code {
-            Code::Elementwise(k) => k.code().code_bytes(),
-            Code::Row(k, _) => k.code().code_bytes(),
-            Code::MatMul(k, _) => k.code().code_bytes(),
-        }
+        self.compiled().code_bytes()
     }
 
     /// Wall time the compilation took.
     pub fn compile_time(&self) -> std::time::Duration {
-        match &self.code {
-            Code::Elementwise(k) => k.code().compile_time(),
-            Code::Row(k, _) => k.code().compile_time(),
-            Code::MatMul(k, _) => k.code().compile_time(),
-        }
+        self.compiled().compile_time()
     }
 
     fn n_outputs(&self) -> usize {
         match &self.code {
             Code::Elementwise(k) => k.n_outputs(),
-            Code::Row(..) | Code::MatMul(..) => 1,
+            Code::Row(_) | Code::MatMul(..) => 1,
         }
     }
 
@@ -272,7 +272,7 @@ impl RegionKernel for JitKernel {
     fn is_family(&self) -> bool {
         match &self.code {
             Code::Elementwise(k) => k.mode() == ShapeMode::Family,
-            Code::Row(k, _) => k.mode() == ShapeMode::Family,
+            Code::Row(k) => k.mode() == ShapeMode::Family,
             Code::MatMul(k, _) => k.mode() == ShapeMode::Family,
         }
     }
@@ -303,7 +303,7 @@ impl JitKernel {
                     .collect::<Result<_, _>>()?;
                 k.run(&slices, &mut outs, outer).map_err(jit_err)
             }
-            Code::Row(k, row_len) => {
+            Code::Row(k) => {
                 let slices: Vec<&[f32]> = inputs
                     .iter()
                     .enumerate()
@@ -313,7 +313,7 @@ impl JitKernel {
                 let rows = if k.is_reduction() {
                     numel
                 } else {
-                    numel / (*row_len).max(1)
+                    numel / k.row_len().max(1)
                 };
                 let out = outs
                     .first_mut()

@@ -351,3 +351,46 @@ fn from_parts_verifies_and_runs_a_stored_program() {
         Err(Error::Verify(_))
     ));
 }
+
+/// Windows of a symbolic dim (`x[:3]`, `x[-3:]`, `x[2:]`, `x[1:4]`) return
+/// ONNX's clamped lengths for every size, zero included, and each output's
+/// declared dims agree with what the run returns wherever they name a size.
+#[test]
+fn slices_of_a_symbolic_dim_have_clamped_lengths_and_honest_types() {
+    let max = i64::MAX;
+    let windows: [(i64, i64); 4] = [(0, 3), (-3, max), (2, max), (1, 4)];
+    let mut b = GraphBuilder::new("windows");
+    let x = b.input("x", DType::F32, shape!["n", 2]);
+    for (i, &(start, end)) in windows.iter().enumerate() {
+        let y = b.slice(x, &[start], &[end], &[0], &[]).unwrap();
+        b.output(&format!("y{i}"), y).unwrap();
+    }
+    let module = Module::from_graph(b.finish().unwrap(), Options::default()).unwrap();
+    let mut rt = module.runtime();
+    for n in 0..=6usize {
+        let x = tensor(&[n, 2], n as u64);
+        let out = rt.run(std::slice::from_ref(&x)).unwrap();
+        let xv = values(&x);
+        for (i, &(start, end)) in windows.iter().enumerate() {
+            // Python's slice clamping, written independently of the importer.
+            let clamp = |v: i64| {
+                let v = if v < 0 { v + n as i64 } else { v };
+                v.clamp(0, n as i64) as usize
+            };
+            let (lo, hi) = (clamp(start), clamp(end).max(clamp(start)));
+            assert_eq!(out[i].shape(), &[hi - lo, 2], "y{i} at n={n}");
+            assert_eq!(values(&out[i]), xv[lo * 2..hi * 2], "y{i} at n={n}");
+            let declared = &module.outputs()[i].ty.shape;
+            let bind = |s: &shapejit::ir::Symbol| (s.name() == "n").then_some(n as i64);
+            for (axis, dim) in declared.dims().iter().enumerate() {
+                if let Some(size) = dim.eval(&bind) {
+                    assert_eq!(
+                        size as usize,
+                        out[i].shape()[axis],
+                        "y{i} declared {declared} at n={n}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -266,16 +266,15 @@ fn slice_len(dim: i64, start: i64, end: i64, step: i64) -> (i64, i64) {
     (s as i64, len as i64)
 }
 
-/// Slice length on a symbolic dim: full range, a negative-start tail, or a
-/// known window; anything else is a fresh dim.
+/// Slice length on a symbolic dim: the whole dim (a full forward or reversed
+/// range) keeps it; every other window is a fresh dim. A window's length
+/// depends on how the dim compares with its bounds (`x[:3]` has `min(n, 3)`
+/// rows, `x[2:]` has `max(n - 2, 0)`), which a polynomial cannot state, and
+/// symbols may bind to any size, zero included.
 fn slice_symbolic(dim: &Dim, start: i64, end: i64, step: i64, ctx: &mut InferCtx) -> Dim {
     let big = i64::MAX / 2;
     match step {
         1 if start == 0 && end >= big => dim.clone(),
-        1 if start < 0 && end >= big => Dim::known(start.saturating_neg()),
-        1 if start > 0 && end >= big => dim.clone() - Dim::known(start),
-        1 if start >= 0 && end >= start && end < big => Dim::known(end - start),
-        1 if start < 0 && end < 0 && end >= start => Dim::known(end - start),
         -1 if start >= big && end <= -big => dim.clone(),
         _ => ctx.fresh_dim(),
     }

@@ -18,8 +18,7 @@ pub struct Args {
 pub fn main(args: Args) -> Result<()> {
     let (module, _) = crate::model::load(&args.model, shapejit::Options::interp())?;
     let program = module.program();
-    shapejit::bytecode::image::write(program, &args.output)
-        .with_context(|| format!("cannot write the image '{}'", args.output.display()))?;
+    shapejit::bytecode::image::write(program, &args.output).context("cannot write the image")?;
     let bytes = std::fs::metadata(&args.output)
         .map(|m| m.len())
         .unwrap_or(0);

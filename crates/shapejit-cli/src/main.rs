@@ -55,11 +55,28 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let message = format!("{e:#}").replace('\n', " ");
-            eprintln!("error: {message}");
+            eprintln!("error: {}", one_line(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line, `: `-separated. A cause whose text
+/// its parent already shows (errors that print their source, as
+/// `path:line:col: message` does) is not repeated.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string().replace('\n', " ");
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
 }
 
 /// Prints help and version as clap does; reduces argument errors to one line.
@@ -88,4 +105,34 @@ fn clap_error(e: clap::Error) -> ExitCode {
     let first = joined.strip_prefix("error: ").unwrap_or(&joined);
     eprintln!("error: {first} (see 'shapejit --help')");
     ExitCode::from(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    /// An error that prints its source and also exposes it.
+    #[derive(Debug)]
+    struct Wraps(std::io::Error);
+
+    impl std::fmt::Display for Wraps {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "m.sjir:{}", self.0)
+        }
+    }
+
+    impl std::error::Error for Wraps {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn causes_join_once() {
+        let io = std::io::Error::other("2:5: bad\nthing");
+        let e = anyhow::Error::new(Wraps(io)).context("cannot load");
+        assert_eq!(one_line(&e), "cannot load: m.sjir:2:5: bad thing");
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(one_line(&plain), "outer: inner");
+    }
 }

@@ -35,6 +35,11 @@ fn assert_fails(args: &[&str], needle: &str) {
         err.contains(needle),
         "{args:?}: expected '{needle}' in: {err}"
     );
+    assert_eq!(
+        err.matches(needle).count(),
+        1,
+        "{args:?}: '{needle}' repeated in: {err}"
+    );
 }
 
 fn write_npy_f32(path: &Path, data: &[f32], shape: &[u64]) {
@@ -186,6 +191,13 @@ fn bad_inputs_fail_with_one_line() {
         "graph @g(%x: f32[2]) -> (%y) {\n  %y = frobnicate %x\n}\n",
     )
     .unwrap();
+    let mismatched = dir.path().join("mismatch.sjir");
+    std::fs::write(
+        &mismatched,
+        "graph @g(%x: f32[2], %z: f32[3]) -> (%y) {\n  %y = add %x, %z\n}\n",
+    )
+    .unwrap();
+    let mismatch = mismatched.display().to_string();
     let not_npy = dir.path().join("x.npy");
     std::fs::write(&not_npy, b"hello").unwrap();
     let trace = dir.path().join("trace.txt");
@@ -201,8 +213,9 @@ fn bad_inputs_fail_with_one_line() {
         ),
         (&["run", "model.txt"], "unknown model format"),
         (&["run", g], "bad.sjir:2:"),
+        (&["run", &mismatch], "cannot broadcast [2] with [3]"),
         (&["run", "builtin:mlp"], "--dim batch=N"),
-        (&["run", "builtin:mlp", "--dim", "batch"], "SYMBOL=N"),
+        (&["run", "builtin:mlp", "--dim", "batch"], "is not SYMBOL=N"),
         (
             &[
                 "run",

@@ -354,25 +354,7 @@ impl GraphBuilder {
 
     /// 2-D convolution; the kernel size is read from `w`'s (known) spatial dims.
     pub fn conv2d(&mut self, x: ValueId, w: ValueId, b: Option<ValueId>, conv: ConvAttrs) -> Out {
-        let dims = self
-            .value_type(w)
-            .shape
-            .as_known()
-            .filter(|d| d.len() == 4)
-            .ok_or_else(|| IrError::Shape {
-                node: String::new(),
-                op: "conv2d",
-                message: format!(
-                    "weight has shape {}, expected 4 known dims",
-                    self.value_type(w).shape
-                ),
-            })?;
-        let window = Window2d {
-            kernel: [dims[2], dims[3]],
-            strides: conv.strides,
-            pads: conv.pads,
-            dilations: conv.dilations,
-        };
+        let window = self.conv_window(w, &conv, "conv2d")?;
         let inputs: Vec<ValueId> = [x, w].into_iter().chain(b).collect();
         self.op(
             Op::Conv2d {
@@ -381,6 +363,57 @@ impl GraphBuilder {
             },
             &inputs,
         )
+    }
+
+    /// 2-D transposed convolution (`w: [C_in, C_out/groups, kH, kW]`, kernel
+    /// size read from its known spatial dims); `output_padding` extra rows and
+    /// columns at the bottom and right.
+    pub fn conv_transpose2d(
+        &mut self,
+        x: ValueId,
+        w: ValueId,
+        b: Option<ValueId>,
+        conv: ConvAttrs,
+        output_padding: [usize; 2],
+    ) -> Out {
+        let window = self.conv_window(w, &conv, "conv_transpose2d")?;
+        let inputs: Vec<ValueId> = [x, w].into_iter().chain(b).collect();
+        self.op(
+            Op::ConvTranspose2d {
+                window,
+                groups: conv.groups,
+                output_padding,
+            },
+            &inputs,
+        )
+    }
+
+    /// A conv's window: the attributes and the kernel size of the weight `w`.
+    fn conv_window(
+        &self,
+        w: ValueId,
+        conv: &ConvAttrs,
+        op: &'static str,
+    ) -> Result<Window2d, IrError> {
+        let dims = self
+            .value_type(w)
+            .shape
+            .as_known()
+            .filter(|d| d.len() == 4)
+            .ok_or_else(|| IrError::Shape {
+                node: String::new(),
+                op,
+                message: format!(
+                    "weight has shape {}, expected 4 known dims",
+                    self.value_type(w).shape
+                ),
+            })?;
+        Ok(Window2d {
+            kernel: [dims[2], dims[3]],
+            strides: conv.strides,
+            pads: conv.pads,
+            dilations: conv.dilations,
+        })
     }
 
     /// 2-D max pooling.

@@ -130,6 +130,16 @@ pub fn infer(op: &Op, inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Vec<I
         Op::LayerNorm { axis, .. } => one(nn::layer_norm(*axis, inputs)),
         Op::BatchNorm { .. } => one(nn::batch_norm(inputs)),
         Op::Conv2d { window, groups } => one(nn::conv2d(window, *groups, inputs, ctx)),
+        Op::ConvTranspose2d {
+            window,
+            groups,
+            output_padding,
+        } => one(nn::conv_transpose2d(
+            window,
+            *groups,
+            *output_padding,
+            inputs,
+        )),
         Op::MaxPool2d { window, ceil_mode }
         | Op::AvgPool2d {
             window, ceil_mode, ..

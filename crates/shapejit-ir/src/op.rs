@@ -377,6 +377,20 @@ pub enum Op {
         /// channel groups
         groups: usize,
     },
+    /// 2-D transposed convolution (the gradient of `Conv2d` with respect to its
+    /// input), NCHW. Inputs: `x`, `w` (`[C_in, C_out/groups, kH, kW]`), optional
+    /// `b` (`[C_out]`). Output size per spatial dim:
+    /// `stride·(in − 1) + output_padding + dil·(k − 1) + 1 − pad_begin − pad_end`.
+    /// Tolerance: 1e-5 relative.
+    ConvTranspose2d {
+        /// strides, pads and dilations (`kernel` is `w`'s spatial shape)
+        window: Window2d,
+        /// channel groups
+        groups: usize,
+        /// extra rows and columns at the bottom and right of the output
+        /// (each smaller than its stride or dilation)
+        output_padding: [usize; 2],
+    },
     /// 2-D max pooling, NCHW; padding never wins. Inputs: `x`.
     MaxPool2d {
         /// window geometry
@@ -453,6 +467,7 @@ impl Op {
             Op::ConstantOfShape { .. } => "constant_of_shape",
             Op::Range => "range",
             Op::Conv2d { .. } => "conv2d",
+            Op::ConvTranspose2d { .. } => "conv_transpose2d",
             Op::MaxPool2d { .. } => "max_pool2d",
             Op::AvgPool2d { .. } => "avg_pool2d",
             Op::GlobalAvgPool => "global_avg_pool",

@@ -1,4 +1,5 @@
-//! 2-D convolution (im2col + GEMM) and max/average pooling, NCHW.
+//! 2-D convolution (im2col + GEMM), transposed convolution (GEMM + col2im)
+//! and max/average pooling, NCHW.
 //!
 //! conv2d: for each image and group, the input patches are unrolled into a
 //! `[C_in/groups · kH · kW, OH · OW]` matrix in caller-provided scratch (or read
@@ -178,6 +179,138 @@ fn im2col(
                     }
                 }
                 row += 1;
+            }
+        }
+    }
+}
+
+/// Scratch elements [`conv_transpose2d`] needs: one group's
+/// `[C_out/groups · kH · kW, H · W]` column matrix.
+pub fn conv_transpose2d_scratch_len(
+    c_out_per_group: usize,
+    kernel: [usize; 2],
+    input: [usize; 2],
+) -> usize {
+    c_out_per_group * kernel[0] * kernel[1] * input[0] * input[1]
+}
+
+/// Transposed convolution (the gradient of [`conv2d`] with respect to its
+/// input), NCHW:
+/// `out[n, g·Mg + m, y·sH + i·dH − padT, x·sW + j·dW − padL] += x[n, g·Cg + c, y, x] · w[g·Cg + c, m, i, j]`,
+/// plus `bias[g·Mg + m]`; taps that land outside `win.out` are dropped.
+///
+/// `x` is a contiguous `[N, C_in, H, W]` view; `w` contiguous
+/// `[C_in, C_out/groups, kH, kW]`; `out` contiguous `[N, C_out, OH, OW]`
+/// (`win.out`; `win.pads` bottom and right only shaped it); `col` holds at least
+/// [`conv_transpose2d_scratch_len`] elements. Per image and group: one GEMM
+/// `col = w_gᵀ · x_g`, then a scatter-add of `col` into the output (col2im).
+pub fn conv_transpose2d(
+    out: &mut [f32],
+    x: &View<f32>,
+    w: &[f32],
+    bias: Option<&[f32]>,
+    groups: usize,
+    win: &Window,
+    col: &mut [f32],
+) -> Result<(), KernelError> {
+    let [n, c_in, h, wd] = dims4("conv_transpose input", x.shape())?;
+    let x = x
+        .as_contiguous()
+        .ok_or_else(|| KernelError::Invalid("conv_transpose input must be contiguous".into()))?;
+    let [kh, kw] = win.kernel;
+    let [oh, ow] = win.out;
+    if groups == 0 || !c_in.is_multiple_of(groups) {
+        return Err(KernelError::Invalid(format!(
+            "{c_in} channels in {groups} groups"
+        )));
+    }
+    let (cg, taps) = (c_in / groups, kh * kw);
+    let mg = w.len().checked_div(c_in * taps).unwrap_or(0);
+    if mg * c_in * taps != w.len() {
+        return Err(KernelError::Invalid(format!(
+            "weights of {} elements for {c_in} input channels and a {kh}x{kw} kernel",
+            w.len()
+        )));
+    }
+    let c_out = mg * groups;
+    let (p_in, p_out) = (h * wd, oh * ow);
+    if out.len() != n * c_out * p_out {
+        return Err(KernelError::ShapeMismatch {
+            what: "conv_transpose output",
+            expected: vec![n, c_out, oh, ow],
+            actual: vec![out.len()],
+        });
+    }
+    match bias {
+        Some(b) if b.len() != c_out => {
+            return Err(KernelError::ShapeMismatch {
+                what: "conv_transpose bias",
+                expected: vec![c_out],
+                actual: vec![b.len()],
+            });
+        }
+        Some(b) => {
+            for (plane, &bv) in out.chunks_exact_mut(p_out.max(1)).zip(b.iter().cycle()) {
+                plane.fill(bv);
+            }
+        }
+        None => out.fill(0.0),
+    }
+    let rows = mg * taps;
+    let col_len = rows * p_in;
+    if out.is_empty() || col_len == 0 {
+        return Ok(());
+    }
+    if col.len() < col_len {
+        return Err(KernelError::Invalid(format!(
+            "conv_transpose scratch of {} elements, need {col_len}",
+            col.len()
+        )));
+    }
+    let col = &mut col[..col_len];
+    for img in 0..n {
+        for g in 0..groups {
+            // w_gᵀ: the group's [Cg, Mg·kH·kW] weights read as [Mg·kH·kW, Cg]
+            let lhs = View::new(
+                w,
+                StridedShape::new(&[rows, cg], &[1, rows as isize], g * cg * rows)?,
+            )?;
+            let start = (img * c_in + g * cg) * p_in;
+            let rhs = View::contiguous(&x[start..start + cg * p_in], &[cg, p_in])?;
+            matmul(
+                &mut ViewMut::contiguous(col, &[rows, p_in])?,
+                &lhs,
+                &rhs,
+                1.0,
+                false,
+            )?;
+            let first = (img * c_out + g * mg) * p_out;
+            col2im(&mut out[first..first + mg * p_out], col, [h, wd], win);
+        }
+    }
+    Ok(())
+}
+
+/// Adds `col` (`[Mg·kH·kW, H·W]`) into one image's channel group of the
+/// output (`[Mg, OH, OW]`), each input cell spread over its kernel taps.
+fn col2im(out: &mut [f32], col: &[f32], [h, wd]: [usize; 2], win: &Window) {
+    let [kh, kw] = win.kernel;
+    let [oh, ow] = win.out;
+    let p_in = h * wd;
+    for (r, src) in col.chunks_exact(p_in).enumerate() {
+        let (m, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
+        let plane = &mut out[m * oh * ow..(m + 1) * oh * ow];
+        for y in 0..h {
+            let oy = win.coord(0, y, i);
+            if oy < 0 || oy >= oh as isize {
+                continue;
+            }
+            let line = &mut plane[oy as usize * ow..(oy as usize + 1) * ow];
+            for (x, &v) in src[y * wd..(y + 1) * wd].iter().enumerate() {
+                let ox = win.coord(1, x, j);
+                if ox >= 0 && ox < ow as isize {
+                    line[ox as usize] += v;
+                }
             }
         }
     }

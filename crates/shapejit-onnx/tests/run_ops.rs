@@ -1033,6 +1033,98 @@ fn conv_variants() {
 }
 
 #[test]
+fn conv_transpose_variants() {
+    let mut rng = r::rng(15);
+    let x = r::random(&mut rng, &[2, 4, 5, 4], -1.0, 1.0);
+    let w = r::random(&mut rng, &[4, 3, 3, 2], -1.0, 1.0);
+    let b = r::random(&mut rng, &[6], -1.0, 1.0);
+    let inits = |with_bias: bool| {
+        let mut v = vec![tf32("w", &[4, 3, 3, 2], &f32s(&w))];
+        if with_bias {
+            v.push(tf32("b", &[6], &f32s(&b)));
+        }
+        v
+    };
+    let dims: &[&[&str]] = &[&["n", "4", "5", "4"]];
+    let convt = |attrs, with_bias| single(13, "ConvTranspose", dims, attrs, inits(with_bias));
+    let check = |m: &ModelProto, want: &Arr, what: &str| {
+        assert_close(&run(m, &[x.f32_tensor()])[0], want, TOL.0, TOL.1, what);
+    };
+    let m = convt(
+        vec![
+            a_int("group", 2),
+            a_ints("strides", &[2, 3]),
+            a_ints("pads", &[1, 0, 0, 2]),
+            a_ints("dilations", &[1, 2]),
+            a_ints("output_padding", &[1, 2]),
+        ],
+        true,
+    );
+    let want = r::conv_transpose2d(&x, &w, Some(&b), [2, 3], [1, 0, 0, 2], [1, 2], [1, 2], 2);
+    check(
+        &m,
+        &want,
+        "conv_transpose groups/strides/pads/dilations/output_padding",
+    );
+    // output_shape [9, 7] at stride 2: full 2·4+3 = 11 and 2·3+2 = 8, so pads
+    // totals 2 and 1 with the larger half at the start (no SAME_UPPER).
+    let m = convt(
+        vec![
+            a_int("group", 2),
+            a_ints("strides", &[2, 2]),
+            a_ints("output_shape", &[9, 7]),
+        ],
+        false,
+    );
+    let want = r::conv_transpose2d(&x, &w, None, [2, 2], [1, 1, 1, 0], [1, 1], [0, 0], 2);
+    assert_eq!(want.shape, [2, 6, 9, 7]);
+    check(&m, &want, "conv_transpose output_shape");
+    // SAME_UPPER at stride 2 keeps in·2 = [10, 8]: totals 1 and 0, the odd one at the end.
+    let m = convt(
+        vec![
+            a_int("group", 2),
+            a_str("auto_pad", "SAME_UPPER"),
+            a_ints("strides", &[2, 2]),
+        ],
+        true,
+    );
+    let want = r::conv_transpose2d(&x, &w, Some(&b), [2, 2], [0, 0, 1, 0], [1, 1], [0, 0], 2);
+    assert_eq!(want.shape, [2, 6, 10, 8]);
+    check(&m, &want, "conv_transpose SAME_UPPER");
+    // 1-D: [N, C, W] runs as 2-D over a unit H.
+    let x1 = r::random(&mut rng, &[2, 2, 6], -1.0, 1.0);
+    let w1 = r::random(&mut rng, &[2, 3, 4], -1.0, 1.0);
+    let m = single(
+        13,
+        "ConvTranspose",
+        &[&["n", "2", "6"]],
+        vec![a_ints("pads", &[2, 1]), a_ints("strides", &[3])],
+        vec![tf32("w", &[2, 3, 4], &f32s(&w1))],
+    );
+    let want = r::conv_transpose2d(
+        &x1.reshape(&[2, 2, 1, 6]),
+        &w1.reshape(&[2, 3, 1, 4]),
+        None,
+        [1, 3],
+        [0, 2, 0, 1],
+        [1, 1],
+        [0, 0],
+        1,
+    );
+    assert_close(
+        &run(&m, &[x1.f32_tensor()])[0],
+        &want.reshape(&[2, 3, want.shape[3]]),
+        TOL.0,
+        TOL.1,
+        "conv_transpose1d",
+    );
+    // output_padding must stay below its stride or dilation
+    let bad = convt(vec![a_ints("output_padding", &[1, 0])], false);
+    let e = import(&bad).unwrap_err().to_string();
+    assert!(e.contains("output_padding"), "{e}");
+}
+
+#[test]
 fn pool_variants() {
     let mut rng = r::rng(15);
     let x = r::random(&mut rng, &[2, 3, 7, 7], -1.0, 1.0);

@@ -123,6 +123,177 @@ fn conv2d_matches_naive_loops() {
     }
 }
 
+/// Transposed conv by its definition, scattering every input cell over its
+/// taps in f64: returns the output shape, values and per-element Σ|w·x|.
+#[allow(clippy::too_many_arguments)]
+fn conv_transpose_ref(
+    x: &Host,
+    w: &Host,
+    b: Option<&Host>,
+    groups: usize,
+    strides: [usize; 2],
+    pads: [usize; 4],
+    dil: [usize; 2],
+    out_pad: [usize; 2],
+) -> (Vec<usize>, Vec<f64>, Vec<f64>) {
+    let [n, c_in, h, wd] = <[usize; 4]>::try_from(x.shape()).unwrap();
+    let [_, mg, kh, kw] = <[usize; 4]>::try_from(w.shape()).unwrap();
+    let (cg, c_out) = (c_in / groups, mg * groups);
+    let size = |input: usize, k: usize, a: usize| {
+        strides[a] * (input - 1) + out_pad[a] + dil[a] * (k - 1) + 1 - pads[a] - pads[a + 2]
+    };
+    let (oh, ow) = (size(h, kh, 0), size(wd, kw, 1));
+    let mut vals = vec![0.0; n * c_out * oh * ow];
+    let mut mag = vec![0.0; vals.len()];
+    for img in 0..n {
+        for m in 0..c_out {
+            let bias = b.map_or(0.0, |b| b.vals[m]);
+            for k in 0..oh * ow {
+                vals[(img * c_out + m) * oh * ow + k] = bias;
+                mag[(img * c_out + m) * oh * ow + k] = bias.abs();
+            }
+        }
+        for c in 0..c_in {
+            let g = c / cg;
+            for y in 0..h {
+                for xx in 0..wd {
+                    let v = x.vals[((img * c_in + c) * h + y) * wd + xx];
+                    for m in 0..mg {
+                        for i in 0..kh {
+                            for j in 0..kw {
+                                let oy = (y * strides[0] + i * dil[0]) as isize - pads[0] as isize;
+                                let ox = (xx * strides[1] + j * dil[1]) as isize - pads[1] as isize;
+                                if oy < 0 || ox < 0 || oy >= oh as isize || ox >= ow as isize {
+                                    continue;
+                                }
+                                let wv = w.vals[((c * mg + m) * kh + i) * kw + j];
+                                let at = ((img * c_out + g * mg + m) * oh + oy as usize) * ow
+                                    + ox as usize;
+                                vals[at] += v * wv;
+                                mag[at] += (v * wv).abs();
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (vec![n, c_out, oh, ow], vals, mag)
+}
+
+#[test]
+fn conv_transpose2d_matches_naive_loops() {
+    let mut rng = Rng::new(52);
+    for case in 0..60 {
+        let groups = rng.range(1, 4);
+        let (cg, mg) = (rng.range(1, 4), rng.range(1, 4));
+        let (kh, kw) = (rng.range(1, 4), rng.range(1, 4));
+        let strides = [rng.range(1, 4), rng.range(1, 4)];
+        let dil = [rng.range(1, 3), rng.range(1, 3)];
+        let out_pad = [0, 1].map(|a| rng.range(0, strides[a].max(dil[a])));
+        let (h, w) = (rng.range(1, 7), rng.range(1, 7));
+        let mut pads = if case % 4 == 0 {
+            [0; 4]
+        } else {
+            [kh, kw, kh, kw].map(|k| rng.range(0, k))
+        };
+        // the pads must leave at least one row and column of the full output
+        for (a, (input, k)) in [(h, kh), (w, kw)].into_iter().enumerate() {
+            let full = strides[a] * (input - 1) + out_pad[a] + dil[a] * (k - 1) + 1;
+            if pads[a] + pads[a + 2] >= full {
+                (pads[a], pads[a + 2]) = (0, 0);
+            }
+        }
+        let n = rng.range(1, 3);
+        let (c_in, c_out) = (cg * groups, mg * groups);
+        let x = Host::f32(&mut rng, &[n, c_in, h, w], KINDS[case % 3]);
+        let wt = Host::f32(&mut rng, &[c_in, mg, kh, kw], KINDS[(case / 3) % 3]);
+        let b = Host::f32(&mut rng, &[c_out], KINDS[(case + 1) % 3]);
+        let window = Window2d {
+            kernel: [kh, kw],
+            strides,
+            pads,
+            dilations: dil,
+        };
+        let op = Op::ConvTranspose2d {
+            window,
+            groups,
+            output_padding: out_pad,
+        };
+        let with_bias = case % 2 == 0;
+        let inputs: Vec<&Host> = if with_bias {
+            vec![&x, &wt, &b]
+        } else {
+            vec![&x, &wt]
+        };
+        let out = run(&op, &inputs).unwrap();
+        let bias = with_bias.then_some(&b);
+        let (shape, want, mag) =
+            conv_transpose_ref(&x, &wt, bias, groups, strides, pads, dil, out_pad);
+        assert_eq!(out[0].ty.shape.as_slice(), shape.as_slice(), "case {case}");
+        for (k, (&got, (&s, &m))) in out[0].vals.iter().zip(want.iter().zip(&mag)).enumerate() {
+            assert!(
+                (got - s).abs() <= CONV_REL * m + 1e-30,
+                "case {case} at {k}: got {got}, want {s}"
+            );
+        }
+    }
+}
+
+#[test]
+fn conv_transpose2d_rejects_bad_operands() {
+    let mut rng = Rng::new(53);
+    let x = Host::f32(&mut rng, &[1, 4, 3, 3], Kind::Contiguous);
+    let window = Window2d {
+        kernel: [3, 3],
+        strides: [2, 2],
+        pads: [0; 4],
+        dilations: [1, 1],
+    };
+    let op = |groups, pads: [usize; 4]| Op::ConvTranspose2d {
+        window: Window2d {
+            pads,
+            ..window.clone()
+        },
+        groups,
+        output_padding: [0, 0],
+    };
+    // weight dim 0 must be the input's channels
+    let w3 = Host::f32(&mut rng, &[3, 2, 3, 3], Kind::Contiguous);
+    let e = run(&op(1, [0; 4]), &[&x, &w3]).err().unwrap();
+    assert!(
+        matches!(
+            e,
+            OpError::Shape {
+                op: "conv_transpose2d",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // 4 channels in 3 groups
+    let w = Host::f32(&mut rng, &[4, 2, 3, 3], Kind::Contiguous);
+    assert!(matches!(
+        run(&op(3, [0; 4]), &[&x, &w]),
+        Err(OpError::Shape { .. })
+    ));
+    // the bias has C_out/groups·groups = 2 elements
+    let b = Host::f32(&mut rng, &[4], Kind::Contiguous);
+    assert!(matches!(
+        run(&op(1, [0; 4]), &[&x, &w, &b]),
+        Err(OpError::Shape { .. })
+    ));
+    // full output 2·2 + 3 = 7: pads of 8 in all leave nothing
+    let e = run(&op(1, [4, 0, 4, 0]), &[&x, &w]).err().unwrap();
+    assert!(
+        e.to_string().contains("exceed the full output size 7"),
+        "{e}"
+    );
+    // groups of 2: w [4, 2, ..] gives 4 output channels
+    let out = run(&op(2, [0; 4]), &[&x, &w]).unwrap();
+    assert_eq!(out[0].ty.shape.as_slice(), &[1, 4, 7, 7]);
+}
+
 #[test]
 fn pools_match_naive_loops() {
     let mut rng = Rng::new(51);

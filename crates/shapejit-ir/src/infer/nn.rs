@@ -285,6 +285,77 @@ pub(super) fn conv2d(
     Ok(Inferred::new(DType::F32, out))
 }
 
+/// 2-D transposed convolution: `x [N, C_in, H, W]`, `w [C_in, C_out/groups, kH, kW]`.
+pub(super) fn conv_transpose2d(
+    window: &Window2d,
+    groups: usize,
+    output_padding: [usize; 2],
+    inputs: &[&ValueInfo],
+) -> Result<Inferred, String> {
+    arity(inputs, 2, 3)?;
+    expect_dtype(inputs, 0, &[DType::F32])?;
+    expect_rank(inputs, 0, 4)?;
+    expect_rank(inputs, 1, 4)?;
+    expect_same_dtype(inputs, 1)?;
+    check_window(window)?;
+    if groups == 0 {
+        return Err("groups must be >= 1, got 0".into());
+    }
+    for axis in 0..2 {
+        let limit = window.strides[axis].max(window.dilations[axis]);
+        if output_padding[axis] >= limit {
+            return Err(format!(
+                "output_padding {output_padding:?} must be smaller than the stride or the dilation of its axis"
+            ));
+        }
+    }
+    let x = inputs[0].ty.shape.dims();
+    let w = inputs[1].ty.shape.dims();
+    let kernel = [Dim::from(window.kernel[0]), Dim::from(window.kernel[1])];
+    if w[2..] != kernel {
+        return Err(format!(
+            "weight spatial dims [{}, {}] differ from the kernel attribute {:?}",
+            w[2], w[3], window.kernel
+        ));
+    }
+    if x[1] != w[0] {
+        return Err(format!(
+            "input channels differ: {} vs weight dim 0 {}",
+            x[1], w[0]
+        ));
+    }
+    if let Some(c) = w[0].as_known()
+        && c % groups as i64 != 0
+    {
+        return Err(format!(
+            "input channels {c} are not divisible by groups {groups}"
+        ));
+    }
+    let c_out = w[1].clone() * Dim::from(groups);
+    if let Some(b) = inputs.get(2) {
+        expect_same_dtype(inputs, 2)?;
+        let want = Shape(vec![c_out.clone()]);
+        if b.ty.shape != want {
+            return Err(format!(
+                "input 2 (bias) has shape {}, expected {want}",
+                b.ty.shape
+            ));
+        }
+    }
+    let spatial = |axis: usize| -> Result<Dim, String> {
+        // stride·(in − 1) + output_padding + dil·(k − 1) + 1 − pads: a polynomial
+        let span = window.dilations[axis] as i128 * (window.kernel[axis] as i128 - 1) + 1;
+        let pads = window.pads[axis] as i128 + window.pads[axis + 2] as i128;
+        let extra = output_padding[axis] as i128 + span - pads - window.strides[axis] as i128;
+        let extra = i64::try_from(extra)
+            .map_err(|_| format!("spatial axis {axis}: the window attributes overflow"))?;
+        Ok(x[axis + 2].clone() * Dim::from(window.strides[axis]) + Dim::known(extra))
+    };
+    let out = Shape(vec![x[0].clone(), c_out, spatial(0)?, spatial(1)?]);
+    check_nonnegative(&out, "output")?;
+    Ok(Inferred::new(DType::F32, out))
+}
+
 /// 2-D max / average pooling over `x [N, C, H, W]`.
 pub(super) fn pool2d(
     window: &Window2d,

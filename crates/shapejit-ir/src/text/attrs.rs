@@ -149,6 +149,16 @@ pub(super) fn attrs_of(op: &Op) -> Vec<(&'static str, AttrValue)> {
             v.push(("groups", Int(*groups as i64)));
             v
         }
+        Op::ConvTranspose2d {
+            window,
+            groups,
+            output_padding,
+        } => {
+            let mut v = window_attrs(window);
+            v.push(("groups", Int(*groups as i64)));
+            v.push(("output_padding", ints_usize(output_padding)));
+            v
+        }
         Op::MaxPool2d { window, ceil_mode } => {
             let mut v = window_attrs(window);
             v.push(("ceil_mode", Bool(*ceil_mode)));
@@ -360,6 +370,15 @@ impl Attrs {
     }
 }
 
+/// The kernel size a conv's weight operand (`[_, _, kH, kW]`) implies, when known.
+fn weight_kernel(inputs: &[&ValueType]) -> Option<[usize; 2]> {
+    inputs
+        .get(1)
+        .and_then(|w| w.shape.as_known())
+        .filter(|d| d.len() == 4)
+        .map(|d| [d[2], d[3]])
+}
+
 /// Builds the op named `name` from its attributes. `inputs` are the operand
 /// types (conv reads its default kernel from the weight), `subgraphs` the
 /// parsed sub-graphs in [`subgraph_keywords`] order.
@@ -480,17 +499,15 @@ pub(super) fn op_from(
                 value: a.tensor("value")?,
             },
             "range" => Op::Range,
-            "conv2d" => {
-                let from_weight = inputs
-                    .get(1)
-                    .and_then(|w| w.shape.as_known())
-                    .filter(|d| d.len() == 4)
-                    .map(|d| [d[2], d[3]]);
-                Op::Conv2d {
-                    window: a.window(from_weight)?,
-                    groups: a.usize("groups", Some(1))?,
-                }
-            }
+            "conv2d" => Op::Conv2d {
+                window: a.window(weight_kernel(inputs))?,
+                groups: a.usize("groups", Some(1))?,
+            },
+            "conv_transpose2d" => Op::ConvTranspose2d {
+                window: a.window(weight_kernel(inputs))?,
+                groups: a.usize("groups", Some(1))?,
+                output_padding: a.usizes("output_padding", Some([0, 0]))?,
+            },
             "max_pool2d" => Op::MaxPool2d {
                 window: a.window(None)?,
                 ceil_mode: a.bool("ceil_mode", Some(false))?,

@@ -78,6 +78,7 @@ pub fn map_node(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         "ReduceMin" => nn::reduce(cx, ReduceOp::Min, 18),
         "ReduceProd" => nn::reduce(cx, ReduceOp::Prod, 18),
         "Conv" => nn::conv(cx),
+        "ConvTranspose" => nn::conv_transpose(cx),
         "MaxPool" => nn::max_pool(cx),
         "AveragePool" => nn::avg_pool(cx),
         "GlobalAveragePool" => nn::global_avg_pool(cx),

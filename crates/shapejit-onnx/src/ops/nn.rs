@@ -183,7 +183,11 @@ fn positive(cx: &NodeCx, name: &str, values: Vec<i64>, n: usize) -> NodeResult<V
     }
     values
         .iter()
-        .map(|&v| usize::try_from(v).ok().filter(|&v| v > 0 || name == "pads"))
+        .map(|&v| {
+            usize::try_from(v)
+                .ok()
+                .filter(|&v| v > 0 || name == "pads" || name == "output_padding")
+        })
         .collect::<Option<Vec<usize>>>()
         .ok_or_else(|| {
             cx.bad(format!(
@@ -192,9 +196,23 @@ fn positive(cx: &NodeCx, name: &str, values: Vec<i64>, n: usize) -> NodeResult<V
         })
 }
 
+/// The output size `auto_pad = SAME_*` keeps: `ceil(in / stride)` for a conv or
+/// pool, `in · stride` for a transposed conv (given its `output_padding`).
+#[derive(Clone, Copy)]
+enum Same<'a> {
+    Window,
+    Transposed(&'a [usize]),
+}
+
 /// Reads `kernel_shape` (or `kernel` from the weight), `strides`, `dilations`,
 /// `pads` and `auto_pad` for an input with `n` spatial dims.
-fn geometry(cx: &NodeCx, x: ValueId, n: usize, kernel: Option<Vec<i64>>) -> NodeResult<Geometry> {
+fn geometry(
+    cx: &NodeCx,
+    x: ValueId,
+    n: usize,
+    kernel: Option<Vec<i64>>,
+    same: Same,
+) -> NodeResult<Geometry> {
     let kernel_attr = cx.attr_ints("kernel_shape")?;
     let kernel = kernel_attr
         .or(kernel)
@@ -228,17 +246,34 @@ fn geometry(cx: &NodeCx, x: ValueId, n: usize, kernel: Option<Vec<i64>>) -> Node
                 })?;
                 let size =
                     usize::try_from(size).map_err(|_| cx.bad(format!("spatial dim {size}")))?;
-                let out = size.div_ceil(strides[i]);
-                let total = (kernel[i] - 1)
+                let span = (kernel[i] - 1)
                     .checked_mul(dilations[i])
-                    .and_then(|s| {
-                        out.saturating_sub(1)
-                            .checked_mul(strides[i])?
-                            .checked_add(s)?
-                            .checked_add(1)
-                    })
+                    .and_then(|s| s.checked_add(1));
+                let (covered, out) = match same {
+                    // the windows of `out` outputs cover (out-1)·stride + span inputs
+                    Same::Window => {
+                        let out = size.div_ceil(strides[i]);
+                        let covered = span.and_then(|s| {
+                            out.saturating_sub(1)
+                                .checked_mul(strides[i])?
+                                .checked_add(s)
+                        });
+                        (covered, size)
+                    }
+                    // the full transposed output has stride·(in-1) + output_padding + span
+                    Same::Transposed(output_padding) => {
+                        let full = span.and_then(|s| {
+                            size.saturating_sub(1)
+                                .checked_mul(strides[i])?
+                                .checked_add(output_padding[i])?
+                                .checked_add(s)
+                        });
+                        (full, size.saturating_mul(strides[i]))
+                    }
+                };
+                let total = covered
                     .ok_or_else(|| cx.bad("kernel, stride and dilation overflow"))?
-                    .saturating_sub(size);
+                    .saturating_sub(out);
                 let small = total / 2;
                 let (begin, end) = if mode == "SAME_UPPER" {
                     (small, total - small)
@@ -324,7 +359,7 @@ pub fn conv(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
             .map(|d| d.as_known())
             .collect::<Option<Vec<i64>>>()
     });
-    let geo = geometry(cx, x, n, kernel)?;
+    let geo = geometry(cx, x, n, kernel, Same::Window)?;
     let groups = usize::try_from(cx.int_or("group", 1)?)
         .ok()
         .filter(|&g| g > 0)
@@ -343,11 +378,109 @@ pub fn conv(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     )
 }
 
+/// `ConvTranspose` (1-D or 2-D, groups, optional bias, `output_padding`;
+/// `output_shape` when the spatial dims are known).
+pub fn conv_transpose(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (x, w) = (cx.input(0)?, cx.input(1)?);
+    let n = spatial_dims(cx, x)?;
+    let wdims = cx.ty(w).shape.dims().to_vec();
+    let kernel = wdims.get(2..).and_then(|ks| {
+        ks.iter()
+            .map(|d| d.as_known())
+            .collect::<Option<Vec<i64>>>()
+    });
+    let output_padding = match cx.attr_ints("output_padding")? {
+        Some(v) => positive(cx, "output_padding", v, n)?,
+        None => vec![0; n],
+    };
+    let mut geo = geometry(cx, x, n, kernel, Same::Transposed(&output_padding))?;
+    if let Some(shape) = cx.attr_ints("output_shape")? {
+        geo.pads = pads_for_output_shape(cx, x, &geo, &output_padding, &shape)?;
+    }
+    let groups = usize::try_from(cx.int_or("group", 1)?)
+        .ok()
+        .filter(|&g| g > 0)
+        .ok_or_else(|| cx.bad("group must be positive"))?;
+    let output_padding = if n == 1 {
+        [0, output_padding[0]]
+    } else {
+        [output_padding[0], output_padding[1]]
+    };
+    let mut inputs = vec![x, w];
+    inputs.extend(cx.opt_input(2)?);
+    with_unit_h(
+        cx,
+        n,
+        inputs,
+        2,
+        Op::ConvTranspose2d {
+            window: geo.window(),
+            groups,
+            output_padding,
+        },
+    )
+}
+
+/// The pads that make a transposed conv's output `output_shape` (its last `n`
+/// values are the spatial sizes): the full output minus the target, split as
+/// ONNX says (the larger half at the end for `SAME_UPPER`, else at the start).
+fn pads_for_output_shape(
+    cx: &NodeCx,
+    x: ValueId,
+    geo: &Geometry,
+    output_padding: &[usize],
+    shape: &[i64],
+) -> NodeResult<Vec<usize>> {
+    let n = geo.kernel.len();
+    if shape.len() < n {
+        return Err(cx.bad(format!("output_shape {shape:?} has fewer than {n} dims")));
+    }
+    let target = &shape[shape.len() - n..];
+    let upper = cx.attr_string("auto_pad")?.as_deref() == Some("SAME_UPPER");
+    let dims = cx.ty(x).shape.dims().to_vec();
+    let mut pads = vec![0; 2 * n];
+    for i in 0..n {
+        let d = &dims[dims.len() - n + i];
+        let size = d
+            .as_known()
+            .and_then(|s| usize::try_from(s).ok())
+            .ok_or_else(|| {
+                cx.unsupported(format!("output_shape over the symbolic spatial dim {d}"))
+            })?;
+        let full = (geo.kernel[i] - 1)
+            .checked_mul(geo.dilations[i])
+            .and_then(|s| {
+                size.saturating_sub(1)
+                    .checked_mul(geo.strides[i])?
+                    .checked_add(output_padding[i])?
+                    .checked_add(s)?
+                    .checked_add(1)
+            })
+            .ok_or_else(|| cx.bad("kernel, stride and dilation overflow"))?;
+        let total = usize::try_from(target[i])
+            .ok()
+            .and_then(|t| full.checked_sub(t))
+            .ok_or_else(|| {
+                cx.unsupported(format!(
+                    "output_shape {shape:?}: spatial size {} beyond the full output {full}",
+                    target[i]
+                ))
+            })?;
+        let small = total / 2;
+        (pads[i], pads[i + n]) = if upper {
+            (small, total - small)
+        } else {
+            (total - small, small)
+        };
+    }
+    Ok(pads)
+}
+
 /// `MaxPool` (the indices output is not produced).
 pub fn max_pool(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let x = cx.input(0)?;
     let n = spatial_dims(cx, x)?;
-    let geo = geometry(cx, x, n, None)?;
+    let geo = geometry(cx, x, n, None, Same::Window)?;
     let ceil_mode = cx.int_or("ceil_mode", 0)? != 0;
     cx.attrs.ignore("storage_order");
     if cx.wants_output(1) {
@@ -369,7 +502,7 @@ pub fn max_pool(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
 pub fn avg_pool(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let x = cx.input(0)?;
     let n = spatial_dims(cx, x)?;
-    let geo = geometry(cx, x, n, None)?;
+    let geo = geometry(cx, x, n, None, Same::Window)?;
     let ceil_mode = cx.int_or("ceil_mode", 0)? != 0;
     let count_include_pad = cx.int_or("count_include_pad", 0)? != 0;
     with_unit_h(

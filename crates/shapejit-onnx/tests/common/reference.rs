@@ -322,6 +322,59 @@ pub fn conv2d(
     Arr::new(&[n, co, oh, ow], data)
 }
 
+/// 2-D transposed convolution, NCHW, `w: [C_in, C_out/groups, kH, kW]`: each
+/// output cell gathers the input cells whose taps land on it.
+#[allow(clippy::too_many_arguments)]
+pub fn conv_transpose2d(
+    x: &Arr,
+    w: &Arr,
+    b: Option<&Arr>,
+    strides: [usize; 2],
+    pads: [usize; 4],
+    dil: [usize; 2],
+    out_pad: [usize; 2],
+    groups: usize,
+) -> Arr {
+    let (n, c, h, wd) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+    let (ci, cog, kh, kw) = (w.shape[0], w.shape[1], w.shape[2], w.shape[3]);
+    assert_eq!(ci, c);
+    let cig = c / groups;
+    let oh = strides[0] * (h - 1) + out_pad[0] + dil[0] * (kh - 1) + 1 - pads[0] - pads[2];
+    let ow = strides[1] * (wd - 1) + out_pad[1] + dil[1] * (kw - 1) + 1 - pads[1] - pads[3];
+    // the input index whose tap k lands on output o, if any
+    let source = |o: usize, k: usize, a: usize, size: usize| {
+        let t = (o + pads[a]) as isize - (k * dil[a]) as isize;
+        (t >= 0 && t % strides[a] as isize == 0 && ((t as usize) / strides[a]) < size)
+            .then(|| t as usize / strides[a])
+    };
+    let mut data = Vec::new();
+    for ni in 0..n {
+        for oc in 0..cog * groups {
+            let (g, m) = (oc / cog, oc % cog);
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let mut acc = b.map_or(0.0, |b| b.data[oc]);
+                    for ic in 0..cig {
+                        for ky in 0..kh {
+                            let Some(iy) = source(oy, ky, 0, h) else {
+                                continue;
+                            };
+                            for kx in 0..kw {
+                                if let Some(ix) = source(ox, kx, 1, wd) {
+                                    acc += x.at(&[ni, g * cig + ic, iy, ix])
+                                        * w.at(&[g * cig + ic, m, ky, kx]);
+                                }
+                            }
+                        }
+                    }
+                    data.push(acc);
+                }
+            }
+        }
+    }
+    Arr::new(&[n, cog * groups, oh, ow], data)
+}
+
 /// 2-D pooling (max or average), NCHW; `ceil_mode` rounds the output size up
 /// (a window must start inside the input or left padding).
 pub fn pool2d(

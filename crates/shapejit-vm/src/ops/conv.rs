@@ -1,8 +1,10 @@
-//! conv2d (im2col into [`Scratch`] + GEMM), max/avg pooling (NCHW).
+//! conv2d (im2col into [`Scratch`] + GEMM), conv_transpose2d (GEMM + col2im),
+//! max/avg pooling (NCHW).
 //!
 //! Output size per spatial dim: `(in + pad_begin + pad_end - dil·(k-1) - 1) / stride + 1`,
 //! rounded up instead of down with `ceil_mode` (a last window that would start
-//! in the end padding is dropped, as in ONNX/PyTorch).
+//! in the end padding is dropped, as in ONNX/PyTorch); for the transposed conv
+//! `stride·(in - 1) + output_padding + dil·(k-1) + 1 - pad_begin - pad_end`.
 //!
 //! **Invariant:** padding never wins a max pool; the avg-pool divisor counts
 //! padded cells only with `count_include_pad` (and never cells past the end padding).
@@ -13,7 +15,11 @@ use super::util::{
 use super::{OpError, OutType, Scratch};
 use crate::tensor::{TensorMut, TensorRef};
 use shapejit_ir::{DType, Op, Window2d};
-use shapejit_kernels::conv::{Pool, Window, conv2d as kconv, conv2d_scratch_len, pool2d};
+use shapejit_kernels::conv::{
+    Pool, Window, conv_transpose2d as kconv_transpose, conv_transpose2d_scratch_len,
+    conv2d as kconv, conv2d_scratch_len, pool2d,
+};
+use shapejit_kernels::view::View;
 use smallvec::SmallVec;
 
 /// Output length of one spatial dim.
@@ -119,6 +125,92 @@ pub(crate) fn conv_type(
     })
 }
 
+/// Output length of one spatial dim of a transposed conv.
+fn transposed_out_len(
+    op: &Op,
+    input: usize,
+    k: usize,
+    stride: usize,
+    pad: (usize, usize),
+    dil: usize,
+    output_padding: usize,
+) -> Result<usize, OpError> {
+    if k == 0 || stride == 0 || dil == 0 {
+        return Err(value_err(
+            op,
+            format!("kernel {k}, stride {stride} and dilation {dil} must be positive"),
+        ));
+    }
+    let full = (input.max(1) - 1)
+        .checked_mul(stride)
+        .and_then(|v| v.checked_add(dil.checked_mul(k - 1)?.checked_add(1)?))
+        .and_then(|v| v.checked_add(output_padding))
+        .ok_or_else(|| value_err(op, "the output size overflows".into()))?;
+    // an empty input still has an empty output, whatever the window
+    let full = if input == 0 { 0 } else { full };
+    full.checked_sub(pad.0 + pad.1).ok_or_else(|| {
+        shape_err(
+            op,
+            format!(
+                "pads {} + {} exceed the full output size {full}",
+                pad.0, pad.1
+            ),
+        )
+    })
+}
+
+pub(crate) fn conv_transpose_type(
+    op: &Op,
+    window: &Window2d,
+    groups: usize,
+    output_padding: [usize; 2],
+    inputs: &[TensorRef],
+) -> Result<OutType, OpError> {
+    arity(op, inputs, 2, 3)?;
+    for i in 0..inputs.len() {
+        expect_dtype(op, inputs, i, &[DType::F32])?;
+    }
+    expect_rank(op, inputs, 0, 4)?;
+    expect_rank(op, inputs, 1, 4)?;
+    let (x, w) = (inputs[0].shape(), inputs[1].shape());
+    if groups == 0 || w[0] != x[1] || x[1] % groups != 0 {
+        return Err(shape_err(
+            op,
+            format!(
+                "groups {groups}: input channels {} and weight {w:?} must be [C_in, C_out/groups, kH, kW] with C_in divisible",
+                x[1]
+            ),
+        ));
+    }
+    let c_out = w[1]
+        .checked_mul(groups)
+        .ok_or_else(|| value_err(op, "the output channel count overflows".into()))?;
+    if let Some(b) = inputs.get(2)
+        && b.shape() != [c_out]
+    {
+        return Err(shape_err(
+            op,
+            format!("bias must have shape [{c_out}], got {:?}", b.shape()),
+        ));
+    }
+    let mut out = [0; 2];
+    for (axis, o) in out.iter_mut().enumerate() {
+        *o = transposed_out_len(
+            op,
+            x[axis + 2],
+            w[axis + 2],
+            window.strides[axis],
+            (window.pads[axis], window.pads[axis + 2]),
+            window.dilations[axis],
+            output_padding[axis],
+        )?;
+    }
+    Ok(OutType {
+        dtype: DType::F32,
+        shape: SmallVec::from_slice(&[x[0], c_out, out[0], out[1]]),
+    })
+}
+
 pub(crate) fn pool_type(
     op: &Op,
     window: &Window2d,
@@ -167,7 +259,8 @@ pub(crate) fn conv2d(
         w.geom().numel()
     };
     let b_len = inputs.get(2).map_or(0, |b| b.layout.numel());
-    let [col, wbuf, bbuf] = scratch.f32_bufs([conv2d_scratch_len(c_in_g, &win), w_copy, b_len]);
+    let [col, wbuf, bbuf] =
+        scratch.f32_bufs(op, [conv2d_scratch_len(c_in_g, &win), w_copy, b_len])?;
     let w_elems = contiguous_f32(op, &w, wbuf)?;
     let bias = match inputs.get(2) {
         Some(_) => Some(contiguous_f32(op, &view_of::<f32>(op, inputs, 2)?, bbuf)?),
@@ -175,6 +268,48 @@ pub(crate) fn conv2d(
     };
     let dst = out_f32(op, out)?;
     kconv(dst, &x, w_elems, bias, groups, &win, col).map_err(kernel_err(op))
+}
+
+pub(crate) fn conv_transpose2d(
+    op: &Op,
+    window: &Window2d,
+    groups: usize,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+    scratch: &mut Scratch,
+) -> Result<(), OpError> {
+    let x = view_of::<f32>(op, inputs, 0)?;
+    let w = view_of::<f32>(op, inputs, 1)?;
+    let (xs, ws) = (x.shape(), w.shape());
+    let (kernel, c_out_g) = ([ws[2], ws[3]], ws[1]);
+    let os = out.shape;
+    let win = kernel_window(window, kernel, [os[2], os[3]]);
+    let copy_len = |v: &View<f32>| {
+        if v.as_contiguous().is_some() {
+            0
+        } else {
+            v.geom().numel()
+        }
+    };
+    let b_len = inputs.get(2).map_or(0, |b| b.layout.numel());
+    let [col, xbuf, wbuf, bbuf] = scratch.f32_bufs(
+        op,
+        [
+            conv_transpose2d_scratch_len(c_out_g, kernel, [xs[2], xs[3]]),
+            copy_len(&x),
+            copy_len(&w),
+            b_len,
+        ],
+    )?;
+    let x_elems = contiguous_f32(op, &x, xbuf)?;
+    let x_dense = View::contiguous(x_elems, xs).map_err(kernel_err(op))?;
+    let w_elems = contiguous_f32(op, &w, wbuf)?;
+    let bias = match inputs.get(2) {
+        Some(_) => Some(contiguous_f32(op, &view_of::<f32>(op, inputs, 2)?, bbuf)?),
+        None => None,
+    };
+    let dst = out_f32(op, out)?;
+    kconv_transpose(dst, &x_dense, w_elems, bias, groups, &win, col).map_err(kernel_err(op))
 }
 
 fn out_f32<'a>(op: &Op, out: &'a mut TensorMut) -> Result<&'a mut [f32], OpError> {

@@ -151,18 +151,34 @@ impl Scratch {
         Scratch::default()
     }
 
-    /// `N ≤ 4` distinct buffers of the given lengths (contents unspecified).
-    fn f32_bufs<const N: usize>(&mut self, lens: [usize; N]) -> [&mut [f32]; N] {
+    /// `N ≤ 4` distinct buffers of the given lengths (contents unspecified);
+    /// a size the allocator refuses is an error of `op`, not an abort.
+    fn f32_bufs<const N: usize>(
+        &mut self,
+        op: &Op,
+        lens: [usize; N],
+    ) -> Result<[&mut [f32]; N], OpError> {
         const { assert!(N <= 4) };
+        for (buf, &len) in self.bufs.iter_mut().zip(&lens) {
+            if buf.len() < len {
+                buf.try_reserve_exact(len - buf.len()).map_err(|_| {
+                    util::value_err(
+                        op,
+                        format!(
+                            "cannot allocate {} bytes of scratch",
+                            len.saturating_mul(std::mem::size_of::<f32>())
+                        ),
+                    )
+                })?;
+                buf.resize(len, 0.0);
+            }
+        }
         let mut it = self.bufs.iter_mut();
-        std::array::from_fn(|i| {
+        Ok(std::array::from_fn(|i| {
             // the const assert above guarantees the iterator has at least N buffers
             let buf = it.next().expect("N <= 4 scratch buffers");
-            if buf.len() < lens[i] {
-                buf.resize(lens[i], 0.0);
-            }
             &mut buf[..lens[i]]
-        })
+        }))
     }
 }
 
@@ -219,6 +235,17 @@ pub fn output_types(op: &Op, inputs: &[TensorRef]) -> Result<OutTypes, OpError> 
         Op::ConstantOfShape { value } => single(data::constant_of_shape_type(op, value, inputs)?),
         Op::Range => single(data::range_type(op, inputs)?),
         Op::Conv2d { window, groups } => single(conv::conv_type(op, window, *groups, inputs)?),
+        Op::ConvTranspose2d {
+            window,
+            groups,
+            output_padding,
+        } => single(conv::conv_transpose_type(
+            op,
+            window,
+            *groups,
+            *output_padding,
+            inputs,
+        )?),
         Op::MaxPool2d { window, ceil_mode }
         | Op::AvgPool2d {
             window, ceil_mode, ..
@@ -318,6 +345,9 @@ pub fn execute(
         Op::Range => data::range(op, inputs, &mut outputs[0]),
         Op::Conv2d { window, groups } => {
             conv::conv2d(op, window, *groups, inputs, &mut outputs[0], scratch)
+        }
+        Op::ConvTranspose2d { window, groups, .. } => {
+            conv::conv_transpose2d(op, window, *groups, inputs, &mut outputs[0], scratch)
         }
         Op::MaxPool2d { window, .. } => conv::max_pool(op, window, inputs, &mut outputs[0]),
         Op::AvgPool2d {

@@ -52,11 +52,14 @@ pub(crate) fn softmax(
         shape[a],
         shape[a + 1..].iter().product(),
     );
-    let [buf] = scratch.f32_bufs([if x.as_contiguous().is_some() {
-        0
-    } else {
-        x.geom().numel()
-    }]);
+    let [buf] = scratch.f32_bufs(
+        op,
+        [if x.as_contiguous().is_some() {
+            0
+        } else {
+            x.geom().numel()
+        }],
+    )?;
     let src = contiguous_f32(op, &x, buf)?;
     rows::softmax(src, out_slice(op, out)?, outer, n, inner, log).map_err(kernel_err(op))
 }
@@ -141,7 +144,7 @@ pub(crate) fn layer_norm(
     } else {
         x.geom().numel()
     };
-    let [xbuf, sbuf, bbuf] = scratch.f32_bufs([copy_len, n, if has_bias { n } else { 0 }]);
+    let [xbuf, sbuf, bbuf] = scratch.f32_bufs(op, [copy_len, n, if has_bias { n } else { 0 }])?;
     broadcast_into(op, inputs, 1, &normalized, sbuf)?;
     if has_bias {
         broadcast_into(op, inputs, 2, &normalized, bbuf)?;
@@ -190,7 +193,7 @@ pub(crate) fn batch_norm(
 ) -> Result<(), OpError> {
     let x = view_of::<f32>(op, inputs, 0)?;
     let c = x.shape()[1];
-    let [mul, add, tmp] = scratch.f32_bufs([c, c, c]);
+    let [mul, add, tmp] = scratch.f32_bufs(op, [c, c, c])?;
     // mul = scale / sqrt(var + eps); add = bias - mean * mul
     broadcast_into(op, inputs, 1, &[c], mul)?;
     broadcast_into(op, inputs, 4, &[c], tmp)?;

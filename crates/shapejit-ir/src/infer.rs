@@ -111,8 +111,8 @@ pub fn infer(op: &Op, inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Vec<I
     let one = |r: Result<Inferred, String>| r.map(|i| vec![i]);
     match op {
         Op::Unary(u) => one(elementwise::unary(*u, inputs)),
-        Op::Binary(b) => one(elementwise::binary(*b, inputs)),
-        Op::Where => one(elementwise::where_(inputs)),
+        Op::Binary(b) => one(elementwise::binary(*b, inputs, ctx)),
+        Op::Where => one(elementwise::where_(inputs, ctx)),
         Op::Cast { to } => one(elementwise::cast(*to, inputs)),
         Op::Identity => {
             arity(inputs, 1, 1)?;
@@ -147,7 +147,7 @@ pub fn infer(op: &Op, inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Vec<I
         Op::GlobalAvgPool => one(nn::global_avg_pool(inputs)),
         Op::Reshape { allowzero } => one(movement::reshape(*allowzero, inputs, ctx)),
         Op::Transpose { perm } => one(movement::transpose(perm, inputs)),
-        Op::Squeeze { axes } => one(movement::squeeze(axes, inputs)),
+        Op::Squeeze { axes } => one(movement::squeeze(axes, inputs, ctx)),
         Op::Unsqueeze { axes } => one(movement::unsqueeze(axes, inputs)),
         Op::Flatten { axis } => one(movement::flatten(*axis, inputs)),
         Op::Concat { axis } => one(movement::concat(*axis, inputs)),

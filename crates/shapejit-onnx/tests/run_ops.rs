@@ -798,6 +798,29 @@ fn movement_ops() {
     );
 }
 
+/// Edge padding of a symbolic axis keeps the exact size `n + begin + end` and
+/// repeats the first and last rows at every batch size.
+#[test]
+fn edge_pad_of_a_symbolic_axis() {
+    let p = node("Pad", &["x", "pads"], &["y"], vec![a_str("mode", "edge")]);
+    let m = one(
+        13,
+        p,
+        &[("x", &["n", "3"])],
+        vec![ints("pads", &[1, 0, 2, 1])],
+        1,
+    );
+    let g = import(&m).unwrap();
+    assert_eq!(out_type(&g, 0), "f32[n+3, 4]");
+    let mut rng = r::rng(16);
+    for n in [1, 4] {
+        let x = r::random(&mut rng, &[n, 3], -1.0, 1.0);
+        let rows: Vec<usize> = [0].into_iter().chain(0..n).chain([n - 1; 2]).collect();
+        let want = r::take(&r::take(&x, 0, &rows), 1, &[0, 1, 2, 2]);
+        assert_close(&run(&m, &[x.f32_tensor()])[0], &want, 0.0, 0.0, "edge pad");
+    }
+}
+
 #[test]
 fn expand_tile_shape_size_range_constant_of_shape_cast() {
     let mut rng = r::rng(13);

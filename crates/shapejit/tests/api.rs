@@ -394,3 +394,28 @@ fn slices_of_a_symbolic_dim_have_clamped_lengths_and_honest_types() {
         }
     }
 }
+
+/// A window's unknown size meets a known dim as the known one: `x[:3] + c[3, 1]`
+/// is typed `[3, 4]` and returns it whenever the run succeeds (n = 1 stretches,
+/// n >= 3 matches), and any other n is a shape error naming the op, not a
+/// wrongly shaped result.
+#[test]
+fn an_unknown_window_size_meets_a_known_dim() {
+    let mut b = GraphBuilder::new("meet");
+    let x = b.input("x", DType::F32, shape!["n", 4]);
+    let head = b.slice(x, &[0], &[3], &[0], &[]).unwrap();
+    let c = b.constant("c", tensor(&[3, 1], 3));
+    let sum = b.add(head, c).unwrap();
+    b.output("sum", sum).unwrap();
+    let module = Module::from_graph(b.finish().unwrap(), Options::default()).unwrap();
+    assert_eq!(module.outputs()[0].ty.shape.to_string(), "[3, 4]");
+    let mut rt = module.runtime();
+    for n in 0..=5usize {
+        let x = tensor(&[n, 4], n as u64);
+        match (n, rt.run(std::slice::from_ref(&x))) {
+            (1 | 3.., Ok(out)) => assert_eq!(out[0].shape(), &[3, 4], "n={n}"),
+            (0 | 2, Err(e)) => assert!(e.to_string().contains("add"), "n={n}: {e}"),
+            (n, other) => panic!("n={n}: {other:?}"),
+        }
+    }
+}

@@ -1,9 +1,12 @@
 //! Inference for elementwise ops: unary, binary (NumPy broadcasting), where, cast.
 //!
 //! **Invariant:** a broadcast output dim is the common dim of its inputs; a dim
-//! only stretches when it is the known dim 1.
+//! only stretches when it is the known dim 1. In elementwise ops a dim inference
+//! left unknown (a fresh `_dN`) also meets a known dim `k`: the result is `k`,
+//! which holds whenever the op runs (at run time the unknown dim is 1 or `k`, or
+//! the op fails with a shape error).
 
-use super::{Inferred, NUMERIC, arity, expect_dtype, expect_same_dtype};
+use super::{InferCtx, Inferred, NUMERIC, arity, expect_dtype, expect_same_dtype};
 use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::graph::ValueInfo;
@@ -12,6 +15,16 @@ use crate::shape::Shape;
 
 /// NumPy broadcasting of two shapes (right-aligned; a dim stretches only from 1).
 pub(crate) fn broadcast(a: &Shape, b: &Shape) -> Result<Shape, String> {
+    broadcast_unknown(a, b, &|_| false)
+}
+
+/// [`broadcast`], where a dim `unknown` says is unknown meets a known dim as the
+/// known one (see the module invariant).
+fn broadcast_unknown(
+    a: &Shape,
+    b: &Shape,
+    unknown: &dyn Fn(&Dim) -> bool,
+) -> Result<Shape, String> {
     let rank = a.rank().max(b.rank());
     let one = Dim::known(1);
     let mut out = Vec::with_capacity(rank);
@@ -24,8 +37,10 @@ pub(crate) fn broadcast(a: &Shape, b: &Shape) -> Result<Shape, String> {
             .map_or(&one, |j| &b.dims()[j]);
         let d = if da == db || *db == one {
             da.clone()
-        } else if *da == one {
+        } else if *da == one || (unknown(da) && db.is_known()) {
             db.clone()
+        } else if unknown(db) && da.is_known() {
+            da.clone()
         } else {
             return Err(format!("cannot broadcast {a} with {b}: dim {da} vs {db}"));
         };
@@ -59,7 +74,11 @@ pub(super) fn unary(op: UnaryOp, inputs: &[&ValueInfo]) -> Result<Inferred, Stri
 }
 
 /// Elementwise binary op with broadcasting.
-pub(super) fn binary(op: BinaryOp, inputs: &[&ValueInfo]) -> Result<Inferred, String> {
+pub(super) fn binary(
+    op: BinaryOp,
+    inputs: &[&ValueInfo],
+    ctx: &InferCtx,
+) -> Result<Inferred, String> {
     arity(inputs, 2, 2)?;
     let dtype = if op.is_logical() {
         expect_dtype(inputs, 0, &[DType::Bool])?;
@@ -72,7 +91,8 @@ pub(super) fn binary(op: BinaryOp, inputs: &[&ValueInfo]) -> Result<Inferred, St
         expect_same_dtype(inputs, 1)?;
         inputs[0].ty.dtype
     };
-    let shape = broadcast(&inputs[0].ty.shape, &inputs[1].ty.shape)?;
+    let unknown = |d: &Dim| ctx.is_fresh(d);
+    let shape = broadcast_unknown(&inputs[0].ty.shape, &inputs[1].ty.shape, &unknown)?;
     if op.is_comparison() {
         return Ok(Inferred::new(DType::Bool, shape));
     }
@@ -109,7 +129,7 @@ fn binary_known(op: BinaryOp, a: &ValueInfo, b: &ValueInfo) -> Option<Vec<Dim>> 
 }
 
 /// `where(cond, x, y)`: three-way broadcast; `x` and `y` share a dtype.
-pub(super) fn where_(inputs: &[&ValueInfo]) -> Result<Inferred, String> {
+pub(super) fn where_(inputs: &[&ValueInfo], ctx: &InferCtx) -> Result<Inferred, String> {
     arity(inputs, 3, 3)?;
     expect_dtype(inputs, 0, &[DType::Bool])?;
     let dtype = inputs[1].ty.dtype;
@@ -119,8 +139,9 @@ pub(super) fn where_(inputs: &[&ValueInfo]) -> Result<Inferred, String> {
             inputs[2].ty.dtype
         ));
     }
-    let xy = broadcast(&inputs[1].ty.shape, &inputs[2].ty.shape)?;
-    let shape = broadcast(&inputs[0].ty.shape, &xy)?;
+    let unknown = |d: &Dim| ctx.is_fresh(d);
+    let xy = broadcast_unknown(&inputs[1].ty.shape, &inputs[2].ty.shape, &unknown)?;
+    let shape = broadcast_unknown(&inputs[0].ty.shape, &xy, &unknown)?;
     Ok(Inferred::new(dtype, shape))
 }
 

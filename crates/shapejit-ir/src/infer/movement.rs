@@ -107,18 +107,32 @@ pub(super) fn transpose(perm: &[usize], inputs: &[&ValueInfo]) -> Result<Inferre
 }
 
 /// Squeeze the listed size-1 axes (empty: every known-1 dim).
-pub(super) fn squeeze(axes: &[i64], inputs: &[&ValueInfo]) -> Result<Inferred, String> {
+pub(super) fn squeeze(
+    axes: &[i64],
+    inputs: &[&ValueInfo],
+    ctx: &InferCtx,
+) -> Result<Inferred, String> {
     arity(inputs, 1, 1)?;
     let shape = &inputs[0].ty.shape;
     let one = Dim::known(1);
     let axes = if axes.is_empty() {
+        // the run drops every dim that is 1 then: only known dims say which
+        if let Some(d) = shape.dims().iter().find(|d| !d.is_known()) {
+            return Err(format!(
+                "squeeze without axes of {shape}: whether {d} is 1 is known only at run time; give the axes"
+            ));
+        }
         (0..shape.rank())
             .filter(|&i| shape.dims()[i] == one)
             .collect()
     } else {
         norm_axes(axes, shape.rank())?
     };
-    if let Some(&bad) = axes.iter().find(|&&a| shape.dims()[a] != one) {
+    // a dim inference left unknown may be 1: the run checks it
+    if let Some(&bad) = axes
+        .iter()
+        .find(|&&a| shape.dims()[a] != one && !ctx.is_fresh(&shape.dims()[a]))
+    {
         return Err(format!(
             "axis {bad} of {shape} has dim {}, expected 1",
             shape.dims()[bad]

@@ -250,7 +250,7 @@ pub fn pad(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
 
 /// Pads one axis by mirroring (`reflect`: without repeating the edge, which
 /// needs a known dim larger than the pads) or by repeating the edge value
-/// (`edge`: a tiled edge slice), concatenated around the input.
+/// (`edge`: the tiled edge row, any dim), concatenated around the input.
 fn border_pad(
     cx: &mut NodeCx,
     x: ValueId,
@@ -287,8 +287,12 @@ fn border_pad(
         };
         cx.op(op, &[x])
     };
-    let edge = |cx: &mut NodeCx, start: i64, stop: i64, count: i64| {
-        let edge = slice(cx, start, stop, 1)?;
+    // The edge row by index (0 or -1), not by a slice: a gather of one index has one
+    // row whatever the dim, where a slice window of a symbolic dim has a fresh size;
+    // on an empty dim it is a clear run-time error (there is no edge to repeat).
+    let edge = |cx: &mut NodeCx, index: i64, count: i64| {
+        let index = cx.const_i64s(vec![index]);
+        let edge = cx.op(Op::Gather { axis: axis as i64 }, &[x, index])?;
         let mut repeats = vec![1; rank];
         repeats[axis] = count;
         let repeats = cx.const_i64s(repeats);
@@ -299,7 +303,7 @@ fn border_pad(
         parts.push(if reflect {
             slice(cx, begin, 0, -1)?
         } else {
-            edge(cx, 0, 1, begin)?
+            edge(cx, 0, begin)?
         });
     }
     parts.push(x);
@@ -307,7 +311,7 @@ fn border_pad(
         parts.push(if reflect {
             slice(cx, -2, -2 - end, -1)?
         } else {
-            edge(cx, -1, i64::MAX, end)?
+            edge(cx, -1, end)?
         });
     }
     cx.op(Op::Concat { axis: axis as i64 }, &parts)

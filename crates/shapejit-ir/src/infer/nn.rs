@@ -230,12 +230,14 @@ fn window_out(
 }
 
 /// 2-D convolution: `x [N, C, H, W]`, `w [M, C/groups, kH, kW]`, optional `b [M]`.
-pub(super) fn conv2d(
+/// The `x` and `w` dims of a conv's operands (`x`, `w`, optional bias; f32,
+/// 4-D), after checking the window, the groups and that `w`'s spatial dims are
+/// the kernel.
+fn conv_operands<'a>(
     window: &Window2d,
     groups: usize,
-    inputs: &[&ValueInfo],
-    ctx: &mut InferCtx,
-) -> Result<Inferred, String> {
+    inputs: &[&'a ValueInfo],
+) -> Result<(&'a [Dim], &'a [Dim]), String> {
     arity(inputs, 2, 3)?;
     expect_dtype(inputs, 0, &[DType::F32])?;
     expect_rank(inputs, 0, 4)?;
@@ -254,6 +256,31 @@ pub(super) fn conv2d(
             w[2], w[3], window.kernel
         ));
     }
+    Ok((x, w))
+}
+
+/// A conv's optional bias (input 2) must be `[c_out]` of the input's dtype.
+fn check_bias(inputs: &[&ValueInfo], c_out: &Dim) -> Result<(), String> {
+    if let Some(b) = inputs.get(2) {
+        expect_same_dtype(inputs, 2)?;
+        let want = Shape(vec![c_out.clone()]);
+        if b.ty.shape != want {
+            return Err(format!(
+                "input 2 (bias) has shape {}, expected {want}",
+                b.ty.shape
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn conv2d(
+    window: &Window2d,
+    groups: usize,
+    inputs: &[&ValueInfo],
+    ctx: &mut InferCtx,
+) -> Result<Inferred, String> {
+    let (x, w) = conv_operands(window, groups, inputs)?;
     let channels = w[1].clone() * Dim::from(groups);
     if x[1] != channels {
         return Err(format!(
@@ -268,16 +295,7 @@ pub(super) fn conv2d(
             "output channels {m} are not divisible by groups {groups}"
         ));
     }
-    if let Some(b) = inputs.get(2) {
-        expect_same_dtype(inputs, 2)?;
-        let want = Shape(vec![w[0].clone()]);
-        if b.ty.shape != want {
-            return Err(format!(
-                "input 2 (bias) has shape {}, expected {want}",
-                b.ty.shape
-            ));
-        }
-    }
+    check_bias(inputs, &w[0])?;
     let h = window_out(&x[2], 0, window, false, ctx)?;
     let wd = window_out(&x[3], 1, window, false, ctx)?;
     let out = Shape(vec![x[0].clone(), w[0].clone(), h, wd]);
@@ -292,15 +310,7 @@ pub(super) fn conv_transpose2d(
     output_padding: [usize; 2],
     inputs: &[&ValueInfo],
 ) -> Result<Inferred, String> {
-    arity(inputs, 2, 3)?;
-    expect_dtype(inputs, 0, &[DType::F32])?;
-    expect_rank(inputs, 0, 4)?;
-    expect_rank(inputs, 1, 4)?;
-    expect_same_dtype(inputs, 1)?;
-    check_window(window)?;
-    if groups == 0 {
-        return Err("groups must be >= 1, got 0".into());
-    }
+    let (x, w) = conv_operands(window, groups, inputs)?;
     for axis in 0..2 {
         let limit = window.strides[axis].max(window.dilations[axis]);
         if output_padding[axis] >= limit {
@@ -308,15 +318,6 @@ pub(super) fn conv_transpose2d(
                 "output_padding {output_padding:?} must be smaller than the stride or the dilation of its axis"
             ));
         }
-    }
-    let x = inputs[0].ty.shape.dims();
-    let w = inputs[1].ty.shape.dims();
-    let kernel = [Dim::from(window.kernel[0]), Dim::from(window.kernel[1])];
-    if w[2..] != kernel {
-        return Err(format!(
-            "weight spatial dims [{}, {}] differ from the kernel attribute {:?}",
-            w[2], w[3], window.kernel
-        ));
     }
     if x[1] != w[0] {
         return Err(format!(
@@ -332,16 +333,7 @@ pub(super) fn conv_transpose2d(
         ));
     }
     let c_out = w[1].clone() * Dim::from(groups);
-    if let Some(b) = inputs.get(2) {
-        expect_same_dtype(inputs, 2)?;
-        let want = Shape(vec![c_out.clone()]);
-        if b.ty.shape != want {
-            return Err(format!(
-                "input 2 (bias) has shape {}, expected {want}",
-                b.ty.shape
-            ));
-        }
-    }
+    check_bias(inputs, &c_out)?;
     let spatial = |axis: usize| -> Result<Dim, String> {
         // stride·(in − 1) + output_padding + dil·(k − 1) + 1 − pads: a polynomial
         let span = window.dilations[axis] as i128 * (window.kernel[axis] as i128 - 1) + 1;

@@ -349,21 +349,27 @@ fn with_unit_h(
     Ok(vec![cx.op(Op::Squeeze { axes: vec![2] }, &[y])?])
 }
 
+/// A conv weight's spatial dims (`w[2..]`), when all known.
+fn weight_kernel(cx: &NodeCx, w: ValueId) -> Option<Vec<i64>> {
+    let dims = cx.ty(w).shape.dims();
+    dims.get(2..)?.iter().map(|d| d.as_known()).collect()
+}
+
+/// The `group` attribute (default 1), which must be positive.
+fn group(cx: &NodeCx) -> NodeResult<usize> {
+    usize::try_from(cx.int_or("group", 1)?)
+        .ok()
+        .filter(|&g| g > 0)
+        .ok_or_else(|| cx.bad("group must be positive"))
+}
+
 /// `Conv` (1-D or 2-D, groups, optional bias).
 pub fn conv(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let (x, w) = (cx.input(0)?, cx.input(1)?);
     let n = spatial_dims(cx, x)?;
-    let wdims = cx.ty(w).shape.dims().to_vec();
-    let kernel = wdims.get(2..).and_then(|ks| {
-        ks.iter()
-            .map(|d| d.as_known())
-            .collect::<Option<Vec<i64>>>()
-    });
+    let kernel = weight_kernel(cx, w);
     let geo = geometry(cx, x, n, kernel, Same::Window)?;
-    let groups = usize::try_from(cx.int_or("group", 1)?)
-        .ok()
-        .filter(|&g| g > 0)
-        .ok_or_else(|| cx.bad("group must be positive"))?;
+    let groups = group(cx)?;
     let mut inputs = vec![x, w];
     inputs.extend(cx.opt_input(2)?);
     with_unit_h(
@@ -383,12 +389,7 @@ pub fn conv(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
 pub fn conv_transpose(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let (x, w) = (cx.input(0)?, cx.input(1)?);
     let n = spatial_dims(cx, x)?;
-    let wdims = cx.ty(w).shape.dims().to_vec();
-    let kernel = wdims.get(2..).and_then(|ks| {
-        ks.iter()
-            .map(|d| d.as_known())
-            .collect::<Option<Vec<i64>>>()
-    });
+    let kernel = weight_kernel(cx, w);
     let output_padding = match cx.attr_ints("output_padding")? {
         Some(v) => positive(cx, "output_padding", v, n)?,
         None => vec![0; n],
@@ -397,10 +398,7 @@ pub fn conv_transpose(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     if let Some(shape) = cx.attr_ints("output_shape")? {
         geo.pads = pads_for_output_shape(cx, x, &geo, &output_padding, &shape)?;
     }
-    let groups = usize::try_from(cx.int_or("group", 1)?)
-        .ok()
-        .filter(|&g| g > 0)
-        .ok_or_else(|| cx.bad("group must be positive"))?;
+    let groups = group(cx)?;
     let output_padding = if n == 1 {
         [0, output_padding[0]]
     } else {

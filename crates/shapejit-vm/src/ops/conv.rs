@@ -10,7 +10,8 @@
 //! padded cells only with `count_include_pad` (and never cells past the end padding).
 
 use super::util::{
-    arity, contiguous_f32, expect_dtype, expect_rank, kernel_err, shape_err, value_err, view_of,
+    arity, contiguous_f32, copy_len, expect_dtype, expect_rank, kernel_err, shape_err, value_err,
+    view_of,
 };
 use super::{OpError, OutType, Scratch};
 use crate::tensor::{TensorMut, TensorRef};
@@ -22,6 +23,43 @@ use shapejit_kernels::conv::{
 use shapejit_kernels::view::View;
 use smallvec::SmallVec;
 
+/// Kernel, stride and dilation of one spatial dim must be positive.
+fn positive_window(op: &Op, k: usize, stride: usize, dil: usize) -> Result<(), OpError> {
+    if k == 0 || stride == 0 || dil == 0 {
+        return Err(value_err(
+            op,
+            format!("kernel {k}, stride {stride} and dilation {dil} must be positive"),
+        ));
+    }
+    Ok(())
+}
+
+/// The `x` and `w` shapes of a conv's operands (`x`, `w`, optional bias: all f32,
+/// `x` and `w` 4-D), after checking the bias has `c_out(w)` elements.
+fn conv_operands<'a>(
+    op: &Op,
+    inputs: &'a [TensorRef],
+    c_out: impl Fn(&[usize]) -> Result<usize, OpError>,
+) -> Result<(&'a [usize], &'a [usize], usize), OpError> {
+    arity(op, inputs, 2, 3)?;
+    for i in 0..inputs.len() {
+        expect_dtype(op, inputs, i, &[DType::F32])?;
+    }
+    expect_rank(op, inputs, 0, 4)?;
+    expect_rank(op, inputs, 1, 4)?;
+    let (x, w) = (inputs[0].shape(), inputs[1].shape());
+    let c_out = c_out(w)?;
+    if let Some(b) = inputs.get(2)
+        && b.shape() != [c_out]
+    {
+        return Err(shape_err(
+            op,
+            format!("bias must have shape [{c_out}], got {:?}", b.shape()),
+        ));
+    }
+    Ok((x, w, c_out))
+}
+
 /// Output length of one spatial dim.
 fn out_len(
     op: &Op,
@@ -32,12 +70,7 @@ fn out_len(
     dil: usize,
     ceil: bool,
 ) -> Result<usize, OpError> {
-    if k == 0 || stride == 0 || dil == 0 {
-        return Err(value_err(
-            op,
-            format!("kernel {k}, stride {stride} and dilation {dil} must be positive"),
-        ));
-    }
+    positive_window(op, k, stride, dil)?;
     let padded = input + pad.0 + pad.1;
     let span = dil * (k - 1) + 1;
     if padded < span {
@@ -94,13 +127,7 @@ pub(crate) fn conv_type(
     groups: usize,
     inputs: &[TensorRef],
 ) -> Result<OutType, OpError> {
-    arity(op, inputs, 2, 3)?;
-    for i in 0..inputs.len() {
-        expect_dtype(op, inputs, i, &[DType::F32])?;
-    }
-    expect_rank(op, inputs, 0, 4)?;
-    expect_rank(op, inputs, 1, 4)?;
-    let (x, w) = (inputs[0].shape(), inputs[1].shape());
+    let (x, w, _) = conv_operands(op, inputs, |w| Ok(w[0]))?;
     if groups == 0 || x[1] % groups != 0 || w[0] % groups != 0 || w[1] * groups != x[1] {
         return Err(shape_err(
             op,
@@ -108,14 +135,6 @@ pub(crate) fn conv_type(
                 "groups {groups}: input channels {} and weight {w:?} must be [C_out, C_in/groups, kH, kW] with both divisible",
                 x[1]
             ),
-        ));
-    }
-    if let Some(b) = inputs.get(2)
-        && b.shape() != [w[0]]
-    {
-        return Err(shape_err(
-            op,
-            format!("bias must have shape [{}], got {:?}", w[0], b.shape()),
         ));
     }
     let [oh, ow] = spatial_out(op, window, [w[2], w[3]], x[2], x[3], false)?;
@@ -135,12 +154,7 @@ fn transposed_out_len(
     dil: usize,
     output_padding: usize,
 ) -> Result<usize, OpError> {
-    if k == 0 || stride == 0 || dil == 0 {
-        return Err(value_err(
-            op,
-            format!("kernel {k}, stride {stride} and dilation {dil} must be positive"),
-        ));
-    }
+    positive_window(op, k, stride, dil)?;
     let full = (input.max(1) - 1)
         .checked_mul(stride)
         .and_then(|v| v.checked_add(dil.checked_mul(k - 1)?.checked_add(1)?))
@@ -166,13 +180,10 @@ pub(crate) fn conv_transpose_type(
     output_padding: [usize; 2],
     inputs: &[TensorRef],
 ) -> Result<OutType, OpError> {
-    arity(op, inputs, 2, 3)?;
-    for i in 0..inputs.len() {
-        expect_dtype(op, inputs, i, &[DType::F32])?;
-    }
-    expect_rank(op, inputs, 0, 4)?;
-    expect_rank(op, inputs, 1, 4)?;
-    let (x, w) = (inputs[0].shape(), inputs[1].shape());
+    let (x, w, c_out) = conv_operands(op, inputs, |w| {
+        w[1].checked_mul(groups)
+            .ok_or_else(|| value_err(op, "the output channel count overflows".into()))
+    })?;
     if groups == 0 || w[0] != x[1] || x[1] % groups != 0 {
         return Err(shape_err(
             op,
@@ -180,17 +191,6 @@ pub(crate) fn conv_transpose_type(
                 "groups {groups}: input channels {} and weight {w:?} must be [C_in, C_out/groups, kH, kW] with C_in divisible",
                 x[1]
             ),
-        ));
-    }
-    let c_out = w[1]
-        .checked_mul(groups)
-        .ok_or_else(|| value_err(op, "the output channel count overflows".into()))?;
-    if let Some(b) = inputs.get(2)
-        && b.shape() != [c_out]
-    {
-        return Err(shape_err(
-            op,
-            format!("bias must have shape [{c_out}], got {:?}", b.shape()),
         ));
     }
     let mut out = [0; 2];
@@ -253,14 +253,9 @@ pub(crate) fn conv2d(
     let (kernel, c_in_g) = ([ws[2], ws[3]], ws[1]);
     let os = out.shape;
     let win = kernel_window(window, kernel, [os[2], os[3]]);
-    let w_copy = if w.as_contiguous().is_some() {
-        0
-    } else {
-        w.geom().numel()
-    };
     let b_len = inputs.get(2).map_or(0, |b| b.layout.numel());
     let [col, wbuf, bbuf] =
-        scratch.f32_bufs(op, [conv2d_scratch_len(c_in_g, &win), w_copy, b_len])?;
+        scratch.f32_bufs(op, [conv2d_scratch_len(c_in_g, &win), copy_len(&w), b_len])?;
     let w_elems = contiguous_f32(op, &w, wbuf)?;
     let bias = match inputs.get(2) {
         Some(_) => Some(contiguous_f32(op, &view_of::<f32>(op, inputs, 2)?, bbuf)?),
@@ -284,13 +279,6 @@ pub(crate) fn conv_transpose2d(
     let (kernel, c_out_g) = ([ws[2], ws[3]], ws[1]);
     let os = out.shape;
     let win = kernel_window(window, kernel, [os[2], os[3]]);
-    let copy_len = |v: &View<f32>| {
-        if v.as_contiguous().is_some() {
-            0
-        } else {
-            v.geom().numel()
-        }
-    };
     let b_len = inputs.get(2).map_or(0, |b| b.layout.numel());
     let [col, xbuf, wbuf, bbuf] = scratch.f32_bufs(
         op,

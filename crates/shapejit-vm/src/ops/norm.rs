@@ -8,7 +8,8 @@
 //! **Invariant:** results do not depend on the input layout.
 
 use super::util::{
-    arity, contiguous_f32, expect_dtype, kernel_err, norm_axis, out_view, shape_err, view_of,
+    arity, contiguous_f32, copy_len, expect_dtype, kernel_err, norm_axis, out_view, shape_err,
+    view_of,
 };
 use super::{OpError, OutType, Scratch};
 use crate::tensor::{TensorMut, TensorRef};
@@ -52,14 +53,7 @@ pub(crate) fn softmax(
         shape[a],
         shape[a + 1..].iter().product(),
     );
-    let [buf] = scratch.f32_bufs(
-        op,
-        [if x.as_contiguous().is_some() {
-            0
-        } else {
-            x.geom().numel()
-        }],
-    )?;
+    let [buf] = scratch.f32_bufs(op, [copy_len(&x)])?;
     let src = contiguous_f32(op, &x, buf)?;
     rows::softmax(src, out_slice(op, out)?, outer, n, inner, log).map_err(kernel_err(op))
 }
@@ -139,12 +133,8 @@ pub(crate) fn layer_norm(
     let normalized: SmallVec<[usize; 6]> = SmallVec::from_slice(&x.shape()[a..]);
     let n: usize = normalized.iter().product();
     let has_bias = inputs.len() == 3;
-    let copy_len = if x.as_contiguous().is_some() {
-        0
-    } else {
-        x.geom().numel()
-    };
-    let [xbuf, sbuf, bbuf] = scratch.f32_bufs(op, [copy_len, n, if has_bias { n } else { 0 }])?;
+    let [xbuf, sbuf, bbuf] =
+        scratch.f32_bufs(op, [copy_len(&x), n, if has_bias { n } else { 0 }])?;
     broadcast_into(op, inputs, 1, &normalized, sbuf)?;
     if has_bias {
         broadcast_into(op, inputs, 2, &normalized, bbuf)?;

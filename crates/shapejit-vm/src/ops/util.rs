@@ -273,6 +273,15 @@ pub(crate) fn out_view_as<'a, T: Element>(
     ViewMut::contiguous(data, shape).map_err(kernel_err(op))
 }
 
+/// Scratch elements [`contiguous_f32`] needs for `v`: 0 when it is contiguous.
+pub(crate) fn copy_len(v: &View<f32>) -> usize {
+    if v.as_contiguous().is_some() {
+        0
+    } else {
+        v.geom().numel()
+    }
+}
+
 /// The view's elements in row-major order: in place when contiguous, else
 /// copied into `buf` (scratch of at least `numel` elements when not contiguous).
 pub(crate) fn contiguous_f32<'a>(

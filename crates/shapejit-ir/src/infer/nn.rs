@@ -339,9 +339,17 @@ pub(super) fn conv_transpose2d(
         let span = window.dilations[axis] as i128 * (window.kernel[axis] as i128 - 1) + 1;
         let pads = window.pads[axis] as i128 + window.pads[axis + 2] as i128;
         let extra = output_padding[axis] as i128 + span - pads - window.strides[axis] as i128;
-        let extra = i64::try_from(extra)
-            .map_err(|_| format!("spatial axis {axis}: the window attributes overflow"))?;
-        Ok(x[axis + 2].clone() * Dim::from(window.strides[axis]) + Dim::known(extra))
+        let overflow = || format!("spatial axis {axis}: the window attributes overflow");
+        let stride = i64::try_from(window.strides[axis]).map_err(|_| overflow())?;
+        let extra = i64::try_from(extra).map_err(|_| overflow())?;
+        match x[axis + 2].as_known() {
+            // a known size is computed exactly, so an absurd window fails here
+            Some(n) => (n as i128 * stride as i128 + extra as i128)
+                .try_into()
+                .map(Dim::known)
+                .map_err(|_| overflow()),
+            None => Ok(x[axis + 2].clone() * Dim::known(stride) + Dim::known(extra)),
+        }
     };
     let out = Shape(vec![x[0].clone(), c_out, spatial(0)?, spatial(1)?]);
     check_nonnegative(&out, "output")?;

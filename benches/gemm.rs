@@ -1,7 +1,8 @@
 //! GEMM throughput through `shapejit_kernels::matmul::matmul` at the reference
 //! transformer's shapes (M×K×N = 32×256×256: one projection at batch 1;
 //! 2048×256×1024 and 2048×1024×256: the FFN at batch 64), next to the machine's
-//! measured single-core FMA peak (`fma_peak`, see `shapejit_benches::fma_probe`).
+//! measured single-core FMA peak at the widest CPU level (`fma_peak`, see
+//! `shapejit_benches::fma_probe`).
 //!
 //! `packed/…` runs the same products through `shapejit_kernels::packed` with the right
 //! operand packed once (what JIT matmul kernels do with constant weights).

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 use shapejit::{DType, Graph, GraphBuilder, Tensor, shape};
+use shapejit_kernels::cpu::{self, Level};
 
 /// A chain of `n_ops` tiny elementwise ops (alternating `add` and `mul` by a scalar)
 /// on `x: f32[batch, 4]`: almost all of its run time is dispatch.
@@ -47,70 +48,111 @@ pub fn input(shape: &[usize]) -> Tensor {
 /// at least 8 in flight; 12 leaves slack (and fits the 16 ymm registers).
 const FMA_CHAINS: usize = 12;
 
-/// Floating-point operations one call of [`fma_probe`] performs with `iters`:
-/// `iters × chains × 8 lanes × 2` (an FMA is a multiply and an add).
-pub fn fma_probe_flops(iters: usize) -> u64 {
-    (iters * FMA_CHAINS * 8 * 2) as u64
+/// The level [`fma_probe`] runs at: the kernels' level ([`cpu::level`], the
+/// widest the CPU has unless `SHAPEJIT_CPU` caps it); `None` below AVX2.
+pub fn fma_probe_level() -> Option<Level> {
+    (cpu::level() >= Level::Avx2).then(cpu::level)
 }
 
-/// The machine's single-core f32 FMA peak probe: `iters` rounds of 12 independent
-/// 256-bit `vfmadd213ps` chains in inline assembly (so the compiler can neither fold
-/// nor spill them), no memory traffic. Time it and divide [`fma_probe_flops`] by the
-/// time to get the attainable peak. Returns a value derived from the accumulators;
-/// `None` when the CPU has no AVX2/FMA or `iters` is 0.
+/// Floating-point operations one call of [`fma_probe`] performs with `iters`:
+/// `iters × chains × lanes × 2` (an FMA is a multiply and an add; 8 lanes on
+/// AVX2, 16 on AVX-512).
+pub fn fma_probe_flops(iters: usize) -> u64 {
+    let lanes = fma_probe_level().map_or(0, Level::lanes);
+    (iters * FMA_CHAINS * lanes * 2) as u64
+}
+
+/// The machine's single-core f32 FMA peak probe at the widest level
+/// ([`fma_probe_level`]): `iters` rounds of 12 independent `vfmadd213ps` chains
+/// (512-bit on AVX-512, 256-bit on AVX2) in inline assembly (so the compiler can
+/// neither fold nor spill them), no memory traffic. Time it and divide
+/// [`fma_probe_flops`] by the time to get the attainable peak. Returns the sum
+/// of two chains' lanes; `None` when the CPU has no AVX2/FMA or `iters` is 0.
 pub fn fma_probe(iters: usize) -> Option<f32> {
     #[cfg(target_arch = "x86_64")]
     {
-        if iters > 0 && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU supports AVX2 and FMA (checked just above) and iters > 0.
-            return Some(unsafe { fma_chains(iters) });
+        match fma_probe_level() {
+            // SAFETY: the CPU has AVX-512 F (the level says so) and iters > 0.
+            Some(Level::Avx512) if iters > 0 => return Some(unsafe { fma_chains_zmm(iters) }),
+            // SAFETY: the CPU has AVX2 and FMA (the level says so) and iters > 0.
+            Some(Level::Avx2) if iters > 0 => return Some(unsafe { fma_chains_ymm(iters) }),
+            _ => {}
         }
     }
     let _ = iters;
     None
 }
 
-/// # Safety
-/// The CPU must support AVX2 and FMA, and `iters` must be at least 1 (the loop
-/// counts down to zero).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn fma_chains(iters: usize) -> f32 {
-    let constants = [0.999_999f32, 1e-7f32];
-    let mut out = [0f32; 8];
-    // SAFETY: reads the two f32 of `constants`, writes the 8 f32 of `out` (unaligned
-    // store), and clobbers only the registers it declares; the caller guarantees the
-    // CPU features and `iters >= 1`.
-    unsafe {
-        std::arch::asm!(
-            "vbroadcastss ymm14, [{c}]",
-            "vbroadcastss ymm15, [{c} + 4]",
-            "vmovaps ymm0, ymm14", "vmovaps ymm1, ymm14", "vmovaps ymm2, ymm14", "vmovaps ymm3, ymm14",
-            "vmovaps ymm4, ymm14", "vmovaps ymm5, ymm14", "vmovaps ymm6, ymm14", "vmovaps ymm7, ymm14",
-            "vmovaps ymm8, ymm14", "vmovaps ymm9, ymm14", "vmovaps ymm10, ymm14", "vmovaps ymm11, ymm14",
-            "2:",
-            "vfmadd213ps ymm0, ymm14, ymm15", "vfmadd213ps ymm1, ymm14, ymm15",
-            "vfmadd213ps ymm2, ymm14, ymm15", "vfmadd213ps ymm3, ymm14, ymm15",
-            "vfmadd213ps ymm4, ymm14, ymm15", "vfmadd213ps ymm5, ymm14, ymm15",
-            "vfmadd213ps ymm6, ymm14, ymm15", "vfmadd213ps ymm7, ymm14, ymm15",
-            "vfmadd213ps ymm8, ymm14, ymm15", "vfmadd213ps ymm9, ymm14, ymm15",
-            "vfmadd213ps ymm10, ymm14, ymm15", "vfmadd213ps ymm11, ymm14, ymm15",
-            "dec {n}",
-            "jnz 2b",
-            "vaddps ymm0, ymm0, ymm11",
-            "vmovups [{o}], ymm0",
-            c = in(reg) constants.as_ptr(),
-            o = in(reg) out.as_mut_ptr(),
-            n = inout(reg) iters => _,
-            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _,
-            out("ymm4") _, out("ymm5") _, out("ymm6") _, out("ymm7") _,
-            out("ymm8") _, out("ymm9") _, out("ymm10") _, out("ymm11") _,
-            out("ymm14") _, out("ymm15") _,
-            options(nostack),
-        );
-    }
-    out.iter().sum()
+/// Defines an FMA-chain probe over one register width (`ymm` or `zmm`).
+macro_rules! fma_chains {
+    ($(#[$attr:meta])* $name:ident, $r:literal, $lanes:literal) => {
+        /// # Safety
+        /// The CPU must support the function's target features, and `iters` must
+        /// be at least 1 (the loop counts down to zero).
+        $(#[$attr])*
+        unsafe fn $name(iters: usize) -> f32 {
+            let constants = [0.999_999f32, 1e-7f32];
+            let mut out = [0f32; $lanes];
+            // SAFETY: reads the two f32 of `constants`, writes the lanes of `out`
+            // (unaligned store), and clobbers only the registers it declares (an
+            // xmm name clobbers the whole ymm/zmm register); the caller guarantees
+            // the CPU features and `iters >= 1`.
+            unsafe {
+                std::arch::asm!(
+                    concat!("vbroadcastss ", $r, "14, [{c}]"),
+                    concat!("vbroadcastss ", $r, "15, [{c} + 4]"),
+                    concat!("vmovaps ", $r, "0, ", $r, "14"), concat!("vmovaps ", $r, "1, ", $r, "14"),
+                    concat!("vmovaps ", $r, "2, ", $r, "14"), concat!("vmovaps ", $r, "3, ", $r, "14"),
+                    concat!("vmovaps ", $r, "4, ", $r, "14"), concat!("vmovaps ", $r, "5, ", $r, "14"),
+                    concat!("vmovaps ", $r, "6, ", $r, "14"), concat!("vmovaps ", $r, "7, ", $r, "14"),
+                    concat!("vmovaps ", $r, "8, ", $r, "14"), concat!("vmovaps ", $r, "9, ", $r, "14"),
+                    concat!("vmovaps ", $r, "10, ", $r, "14"), concat!("vmovaps ", $r, "11, ", $r, "14"),
+                    "2:",
+                    concat!("vfmadd213ps ", $r, "0, ", $r, "14, ", $r, "15"),
+                    concat!("vfmadd213ps ", $r, "1, ", $r, "14, ", $r, "15"),
+                    concat!("vfmadd213ps ", $r, "2, ", $r, "14, ", $r, "15"),
+                    concat!("vfmadd213ps ", $r, "3, ", $r, "14, ", $r, "15"),
+                    concat!("vfmadd213ps ", $r, "4, ", $r, "14, ", $r, "15"),
+                    concat!("vfmadd213ps ", $r, "5, ", $r, "14, ", $r, "15"),
+                    concat!("vfmadd213ps ", $r, "6, ", $r, "14, ", $r, "15"),
+                    concat!("vfmadd213ps ", $r, "7, ", $r, "14, ", $r, "15"),
+                    concat!("vfmadd213ps ", $r, "8, ", $r, "14, ", $r, "15"),
+                    concat!("vfmadd213ps ", $r, "9, ", $r, "14, ", $r, "15"),
+                    concat!("vfmadd213ps ", $r, "10, ", $r, "14, ", $r, "15"),
+                    concat!("vfmadd213ps ", $r, "11, ", $r, "14, ", $r, "15"),
+                    "dec {n}",
+                    "jnz 2b",
+                    concat!("vaddps ", $r, "0, ", $r, "0, ", $r, "11"),
+                    concat!("vmovups [{o}], ", $r, "0"),
+                    c = in(reg) constants.as_ptr(),
+                    o = in(reg) out.as_mut_ptr(),
+                    n = inout(reg) iters => _,
+                    out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+                    out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+                    out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
+                    out("xmm14") _, out("xmm15") _,
+                    options(nostack),
+                );
+            }
+            out.iter().sum()
+        }
+    };
 }
+
+fma_chains!(
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fma_chains_ymm,
+    "ymm",
+    8
+);
+fma_chains!(
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    fma_chains_zmm,
+    "zmm",
+    16
+);
 
 #[cfg(test)]
 mod tests {
@@ -121,16 +163,17 @@ mod tests {
         let iters = 1000;
         let Some(got) = fma_probe(iters) else {
             return assert!(
-                !std::arch::is_x86_feature_detected!("fma"),
+                fma_probe_level().is_none(),
                 "FMA present but the probe did not run"
             );
         };
         // Each chain computes v ← fma(v, a, b) from v = a (one rounding per step, as
-        // `mul_add`); the result sums 2 chains × 8 lanes of equal values: exactly 16·v.
+        // `mul_add`); the result sums 2 chains × `lanes` lanes of equal values.
+        let lanes = fma_probe_level().map_or(0, Level::lanes);
         let v = (0..iters).fold(0.999_999f32, |v, _| v.mul_add(0.999_999, 1e-7));
-        assert_eq!(got, 16.0 * v);
+        assert_eq!(got, (2 * lanes) as f32 * v);
         assert_eq!(fma_probe(0), None);
-        assert_eq!(fma_probe_flops(2), 2 * 12 * 8 * 2);
+        assert_eq!(fma_probe_flops(2), (2 * 12 * lanes * 2) as u64);
     }
 
     #[test]

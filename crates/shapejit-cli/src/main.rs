@@ -46,6 +46,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_error(e),
     };
+    // an unknown SHAPEJIT_CPU is refused up front (the kernels would only warn)
+    if let Err(e) = shapejit::cpu::env_cap() {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Dump(args) => dump::main(args),
         Command::Run(args) => run::main(args),

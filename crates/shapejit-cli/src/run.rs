@@ -156,11 +156,18 @@ fn stats_table(stats: &Stats) -> String {
         ));
     }
     let g = &stats.global;
+    out.push_str(&format!("{}\n", cpu_line()));
     out.push_str(&format!(
         "compile queue {}, dropped requests {}, live code {} bytes, packed weights {} bytes\n",
         g.queue_depth, g.dropped_requests, g.live_code_bytes, g.packed_weight_bytes
     ));
     out
+}
+
+/// `cpu level avx2 (detected avx2)`: the kernels' level and the CPU's.
+pub fn cpu_line() -> String {
+    use shapejit::cpu;
+    format!("cpu level {} (detected {})", cpu::level(), cpu::detected())
 }
 
 /// Runs the command.
@@ -222,6 +229,7 @@ pub fn main(args: Args) -> Result<()> {
         });
         if args.stats {
             doc["stats"] = serde_json::to_value(&stats)?;
+            doc["cpu_level"] = json!(shapejit::cpu::level().name());
         }
         if let Some(p) = &prof {
             doc["profile"] = serde_json::to_value(p)?;

@@ -4,13 +4,18 @@
 //! conv2d: for each image and group, the input patches are unrolled into a
 //! `[C_in/groups · kH · kW, OH · OW]` matrix in caller-provided scratch (or read
 //! in place for a 1×1, stride-1, unpadded conv), then multiplied by the group's
-//! `[C_out/groups, C_in/groups · kH · kW]` weights straight into the output.
+//! weights, packed once per call into panels ([`crate::packed`]); depthwise and
+//! other narrow groups accumulate each output plane directly instead. Pooling
+//! runs per output row, tap by tap, along contiguous runs (vectorized at the
+//! CPU level in use).
 //!
 //! **Invariant:** padded cells read as 0 for conv, never win a max pool, and
 //! count in an average only when asked to (and only inside the declared padding).
 
 use crate::error::KernelError;
 use crate::matmul::matmul;
+use crate::packed::{PackedRef, matmul_packed_ref};
+use crate::simd::dispatch;
 use crate::view::{StridedShape, View, ViewMut};
 
 /// Window geometry shared by conv and pools (all sizes already validated
@@ -43,15 +48,38 @@ fn dims4(what: &'static str, v: &[usize]) -> Result<[usize; 4], KernelError> {
         .map_err(|_| KernelError::Invalid(format!("{what} must be 4-D, got {v:?}")))
 }
 
-/// Scratch elements [`conv2d`] needs for weights `[C_out, C_in/groups, kH, kW]`.
-pub fn conv2d_scratch_len(c_in_per_group: usize, win: &Window) -> usize {
-    c_in_per_group * win.kernel[0] * win.kernel[1] * win.out[0] * win.out[1]
+/// Output channels per group below which [`conv2d`] takes the direct path
+/// (a GEMM panel is 16 columns wide: fewer channels would mostly multiply padding).
+const GEMM_MIN_CHANNELS: usize = 4;
+
+/// Scratch elements [`conv2d`] needs for weights `[C_out, C_in/groups, kH, kW]`
+/// (`c_out_per_group = C_out/groups`); saturates instead of overflowing.
+pub fn conv2d_scratch_len(c_in_per_group: usize, c_out_per_group: usize, win: &Window) -> usize {
+    if c_out_per_group < GEMM_MIN_CHANNELS {
+        return 0;
+    }
+    let k = c_in_per_group
+        .saturating_mul(win.kernel[0])
+        .saturating_mul(win.kernel[1]);
+    let p = win.out[0].saturating_mul(win.out[1]);
+    // im2col matrix, packed weights, the [P, Mg] product before its transpose
+    k.saturating_mul(p)
+        .saturating_add(PackedRef::len_for(k, c_out_per_group))
+        .saturating_add(p.saturating_mul(c_out_per_group))
 }
 
 /// `out[n, m] = bias[m] + Σ w[m, c, i, j] · x[n, g·Cg + c, ·, ·]` (NCHW).
 ///
 /// `w` is contiguous `[C_out, C_in/groups, kH, kW]`; `out` contiguous
 /// `[N, C_out, OH, OW]`; `col` holds at least [`conv2d_scratch_len`] elements.
+///
+/// Groups with at least [`GEMM_MIN_CHANNELS`] output channels run as one
+/// product per image and group, `outᵀ[P, Mg] = colᵀ[P, K] · w_gᵀ[K, Mg]`, on
+/// the group's weights packed once ([`crate::packed`]): `col` is the im2col
+/// matrix (or, for a 1×1 stride-1 unpadded conv, the input read in place), and
+/// the product is transposed into the output with the bias added. Smaller
+/// groups (depthwise) accumulate each output plane directly, tap by tap, along
+/// contiguous output rows.
 pub fn conv2d(
     out: &mut [f32],
     x: &View<f32>,
@@ -99,48 +127,140 @@ pub fn conv2d(
     if out.is_empty() {
         return Ok(());
     }
-    let xs = x.geom().strides();
+    let need = conv2d_scratch_len(cg, mg, win);
+    if col.len() < need {
+        return Err(KernelError::Invalid(format!(
+            "conv scratch of {} elements, need {need}",
+            col.len()
+        )));
+    }
+    let g = ConvGeom {
+        data: x.data(),
+        offset: x.geom().offset() as isize,
+        xs: x.geom().strides(),
+        size: [h, wd],
+        cg,
+        win,
+    };
+    if mg < GEMM_MIN_CHANNELS {
+        dispatch(|| {
+            for (plane_idx, plane) in out.chunks_exact_mut(p).enumerate() {
+                let (img, m) = (plane_idx / c_out, plane_idx % c_out);
+                let base = g.offset + img as isize * g.xs[0] + ((m / mg) * cg) as isize * g.xs[1];
+                let b = bias.map_or(0.0, |b| b[m]);
+                conv_plane(plane, &g, base, &w[m * k..(m + 1) * k], b);
+            }
+        });
+        return Ok(());
+    }
+    let (cols, rest) = col.split_at_mut(k * p);
+    let (pbuf, tmp) = rest.split_at_mut(PackedRef::len_for(k, mg));
+    let tmp = &mut tmp[..p * mg];
     let direct = kh == 1
         && kw == 1
         && win.strides == [1, 1]
         && win.pads == [0; 4]
-        && (h == 1 || xs[2] == wd as isize * xs[3]);
-    let col_len = conv2d_scratch_len(cg, win);
-    if !direct && col.len() < col_len {
-        return Err(KernelError::Invalid(format!(
-            "conv scratch of {} elements, need {col_len}",
-            col.len()
-        )));
-    }
-    let data = x.data();
-    for img in 0..n {
-        for g in 0..groups {
-            let base =
-                x.geom().offset() as isize + img as isize * xs[0] + (g * cg) as isize * xs[1];
-            let rhs = if direct {
-                // x[img, group channels] is already a [Cg, H·W] matrix
-                let geom = StridedShape::new(&[cg, p], &[xs[1], xs[3]], base as usize)?;
-                View::new(data, geom)?
+        && (h == 1 || g.xs[2] == wd as isize * g.xs[3]);
+    for grp in 0..groups {
+        // w_gᵀ: the group's [Mg, K] weights read as [K, Mg]
+        let wt = View::new(
+            w,
+            StridedShape::new(&[k, mg], &[1, k as isize], grp * mg * k)?,
+        )?;
+        let packed = PackedRef::pack_into(&wt, pbuf)?;
+        for img in 0..n {
+            let base = g.offset + img as isize * g.xs[0] + (grp * cg) as isize * g.xs[1];
+            let lhs = if direct {
+                // x[img, group channels] read as [P, Cg]
+                let geom = StridedShape::new(&[p, cg], &[g.xs[3], g.xs[1]], base as usize)?;
+                View::new(g.data, geom)?
             } else {
-                im2col(&mut col[..col_len], data, base, xs, [h, wd], cg, win);
-                View::contiguous(&col[..col_len], &[k, p])?
+                im2col(cols, g.data, base, g.xs, [h, wd], cg, win);
+                View::new(cols, StridedShape::new(&[p, k], &[1, p as isize], 0)?)?
             };
-            let lhs = View::new(
-                w,
-                StridedShape::new(&[mg, k], &[k as isize, 1], g * mg * k)?,
-            )?;
-            let start = (img * c_out + g * mg) * p;
-            let region = &mut out[start..start + mg * p];
-            if let Some(b) = bias {
-                for (row, &bv) in region.chunks_exact_mut(p).zip(&b[g * mg..(g + 1) * mg]) {
-                    row.fill(bv);
-                }
-            }
-            let mut dst = ViewMut::contiguous(region, &[mg, p])?;
-            matmul(&mut dst, &lhs, &rhs, 1.0, bias.is_some())?;
+            matmul_packed_ref(tmp, &lhs, packed, 1.0)?;
+            let first = (img * c_out + grp * mg) * p;
+            let bias_g = bias.map(|b| &b[grp * mg..(grp + 1) * mg]);
+            dispatch(|| transpose_add(&mut out[first..first + mg * p], tmp, mg, bias_g));
         }
     }
     Ok(())
+}
+
+/// `out[m·P + q] = tmp[q·Mg + m] + bias[m]` (`tmp` is `[P, Mg]`, `out` `[Mg, P]`).
+#[inline(always)]
+fn transpose_add(out: &mut [f32], tmp: &[f32], mg: usize, bias: Option<&[f32]>) {
+    for (m, plane) in out.chunks_exact_mut(tmp.len() / mg).enumerate() {
+        let b = bias.map_or(0.0, |b| b[m]);
+        for (o, row) in plane.iter_mut().zip(tmp.chunks_exact(mg)) {
+            *o = row[m] + b;
+        }
+    }
+}
+
+/// One image's input as the conv paths read it.
+struct ConvGeom<'a> {
+    data: &'a [f32],
+    offset: isize,
+    xs: &'a [isize],
+    size: [usize; 2],
+    cg: usize,
+    win: &'a Window,
+}
+
+/// Output positions `lo..hi` along dim `d` whose tap `k` falls inside `0..size`
+/// (the rest read padding).
+fn valid_span(win: &Window, d: usize, k: usize, size: usize) -> (usize, usize) {
+    let (s, n_out) = (win.strides[d], win.out[d]);
+    let t = (k * win.dilations[d]) as isize - win.pads[d] as isize;
+    let lo = if t >= 0 { 0 } else { (-t) as usize }.div_ceil(s);
+    let room = size as isize - t;
+    let hi = if room <= 0 {
+        0
+    } else {
+        (room as usize).div_ceil(s)
+    };
+    (lo.min(n_out), hi.min(n_out).max(lo.min(n_out)))
+}
+
+/// One output plane of the direct path: `bias + Σ_{c,i,j} w[c,i,j] · x[c, ·, ·]`,
+/// accumulated tap by tap in `(c, i, j)` order along output rows.
+#[inline(always)]
+fn conv_plane(plane: &mut [f32], g: &ConvGeom, base: isize, w: &[f32], bias: f32) {
+    let win = g.win;
+    let ([kh, kw], [oh, ow]) = (win.kernel, win.out);
+    plane.fill(bias);
+    for c in 0..g.cg {
+        for i in 0..kh {
+            for oy in 0..oh {
+                let iy = win.coord(0, oy, i);
+                if iy < 0 || iy >= g.size[0] as isize {
+                    continue;
+                }
+                let row = &mut plane[oy * ow..(oy + 1) * ow];
+                let line = base + c as isize * g.xs[1] + iy * g.xs[2];
+                for j in 0..kw {
+                    let wv = w[(c * kh + i) * kw + j];
+                    let (lo, hi) = valid_span(win, 1, j, g.size[1]);
+                    if lo == hi {
+                        continue;
+                    }
+                    let step = win.strides[1] as isize * g.xs[3];
+                    let start = line + win.coord(1, lo, j) * g.xs[3];
+                    if step == 1 {
+                        let src = &g.data[start as usize..start as usize + (hi - lo)];
+                        for (o, &v) in row[lo..hi].iter_mut().zip(src) {
+                            *o += wv * v;
+                        }
+                    } else {
+                        for (t, o) in row[lo..hi].iter_mut().enumerate() {
+                            *o += wv * g.data[(start + t as isize * step) as usize];
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Unrolls the patches of one image's channel group into `col` (`[Cg·kH·kW, OH·OW]`).
@@ -329,6 +449,11 @@ pub enum Pool {
 }
 
 /// Pools `x` (`[N, C, H, W]`, any layout) into contiguous `out` (`[N, C, OH, OW]`).
+///
+/// Per output row, each kernel tap updates the row's valid span at once (taps
+/// in `(i, j)` order, as a per-element loop would take them), so the row loops
+/// vectorize; the average's divisor is per position (its valid rows times its
+/// valid columns).
 pub fn pool2d(out: &mut [f32], x: &View<f32>, win: &Window, pool: Pool) -> Result<(), KernelError> {
     let [n, c, h, wd] = dims4("pool input", x.shape())?;
     let [oh, ow] = win.out;
@@ -339,59 +464,100 @@ pub fn pool2d(out: &mut [f32], x: &View<f32>, win: &Window, pool: Pool) -> Resul
             actual: vec![out.len()],
         });
     }
+    if out.is_empty() {
+        return Ok(());
+    }
     let xs = x.geom().strides();
     let data = x.data();
-    let (ph, pw) = ((h + win.pads[2]) as isize, (wd + win.pads[3]) as isize);
-    let mut dst = out.iter_mut();
-    for img in 0..n {
-        for ch in 0..c {
-            let base = x.geom().offset() as isize + img as isize * xs[0] + ch as isize * xs[1];
-            for oy in 0..oh {
-                for ox in 0..ow {
-                    let (mut acc, mut inside, mut padded) = (
-                        if pool == Pool::Max {
-                            f32::NEG_INFINITY
-                        } else {
-                            0.0
-                        },
-                        0usize,
-                        0usize,
-                    );
-                    for i in 0..win.kernel[0] {
-                        let iy = win.coord(0, oy, i);
-                        for j in 0..win.kernel[1] {
-                            let ix = win.coord(1, ox, j);
-                            if iy < ph && ix < pw {
-                                padded += 1;
-                            }
-                            if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
-                                continue;
-                            }
-                            inside += 1;
-                            let v = data[(base + iy * xs[2] + ix * xs[3]) as usize];
-                            acc = match pool {
-                                Pool::Max if v > acc || v.is_nan() => v,
-                                Pool::Max => acc,
-                                Pool::Avg { .. } => acc + v,
-                            };
-                        }
+    let offset = x.geom().offset() as isize;
+    dispatch(|| {
+        for (r, row) in out.chunks_exact_mut(ow).enumerate() {
+            let (plane, oy) = (r / oh, r % oh);
+            let (img, ch) = (plane / c, plane % c);
+            let base = offset + img as isize * xs[0] + ch as isize * xs[1];
+            pool_row(row, data, base, xs, [h, wd], oy, win, pool);
+        }
+    });
+    Ok(())
+}
+
+/// One output row `oy` of one plane (see [`pool2d`]).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn pool_row(
+    row: &mut [f32],
+    data: &[f32],
+    base: isize,
+    xs: &[isize],
+    [h, wd]: [usize; 2],
+    oy: usize,
+    win: &Window,
+    pool: Pool,
+) {
+    let [kh, kw] = win.kernel;
+    row.fill(if pool == Pool::Max {
+        f32::NEG_INFINITY
+    } else {
+        0.0
+    });
+    // rows of the window inside the input, and inside the declared padding
+    let (mut rows_in, mut rows_padded) = (0usize, 0usize);
+    for i in 0..kh {
+        let iy = win.coord(0, oy, i);
+        if iy < (h + win.pads[2]) as isize {
+            rows_padded += 1;
+        }
+        if iy < 0 || iy >= h as isize {
+            continue;
+        }
+        rows_in += 1;
+        let line = base + iy * xs[2];
+        for j in 0..kw {
+            let (lo, hi) = valid_span(win, 1, j, wd);
+            if lo == hi {
+                continue;
+            }
+            let step = win.strides[1] as isize * xs[3];
+            let start = line + win.coord(1, lo, j) * xs[3];
+            let at = |t: usize| data[(start + t as isize * step) as usize];
+            let dst = &mut row[lo..hi];
+            match pool {
+                Pool::Max if step == 1 => {
+                    let src = &data[start as usize..start as usize + dst.len()];
+                    for (o, &v) in dst.iter_mut().zip(src) {
+                        *o = if v > *o || v.is_nan() { v } else { *o };
                     }
-                    let v = match pool {
-                        Pool::Max => acc,
-                        Pool::Avg {
-                            count_include_pad: true,
-                        } => acc / padded as f32,
-                        Pool::Avg {
-                            count_include_pad: false,
-                        } => acc / inside as f32,
-                    };
-                    // `dst` yields exactly n·c·oh·ow slots (length checked above)
-                    if let Some(d) = dst.next() {
-                        *d = v;
+                }
+                Pool::Max => {
+                    for (t, o) in dst.iter_mut().enumerate() {
+                        let v = at(t);
+                        *o = if v > *o || v.is_nan() { v } else { *o };
+                    }
+                }
+                Pool::Avg { .. } if step == 1 => {
+                    let src = &data[start as usize..start as usize + dst.len()];
+                    for (o, &v) in dst.iter_mut().zip(src) {
+                        *o += v;
+                    }
+                }
+                Pool::Avg { .. } => {
+                    for (t, o) in dst.iter_mut().enumerate() {
+                        *o += at(t);
                     }
                 }
             }
         }
     }
-    Ok(())
+    if let Pool::Avg { count_include_pad } = pool {
+        let pw = (wd + win.pads[3]) as isize;
+        for (ox, o) in row.iter_mut().enumerate() {
+            let cols = (0..kw).map(|j| win.coord(1, ox, j));
+            let count = if count_include_pad {
+                rows_padded * cols.filter(|&ix| ix < pw).count()
+            } else {
+                rows_in * cols.filter(|&ix| ix >= 0 && ix < wd as isize).count()
+            };
+            *o /= count as f32;
+        }
+    }
 }

@@ -3,16 +3,18 @@
 //!
 //! Operands must already have the output's shape (broadcast operands carry
 //! stride 0, see [`crate::StridedShape::broadcast_to`]). Each innermost run takes
-//! the fastest applicable path: all-contiguous slices (auto-vectorized, with an
-//! AVX2+FMA copy of the loop chosen at run time on x86-64), a scalar operand
-//! (stride 0), or general strided indexing.
+//! the fastest applicable path: all-contiguous slices (auto-vectorized, one
+//! copy of the loop per CPU level, see the `simd` module), a scalar
+//! operand (stride 0), or general strided indexing. [`unary_kernel`] runs a
+//! [`Unary`] slice kernel instead of a per-element closure.
 //!
 //! **Invariant:** every path applies the same function to the same elements, so
 //! the result does not depend on layout or CPU features.
 
 use crate::error::KernelError;
-use crate::simd::dispatch_simd;
+use crate::simd::dispatch;
 use crate::view::{View, ViewMut};
+use crate::vmath::Unary;
 use crate::walk::walk;
 
 fn check_shape(
@@ -75,12 +77,59 @@ pub fn unary<A: Copy, O: Copy>(
         |[o, x], len, [so, sx]| {
             if so == 1 && sx == 1 {
                 let (dst, src) = (&mut dst[o..o + len], &src[x..x + len]);
-                dispatch_simd!(map1_avx2, || map1(dst, src, &f));
+                dispatch(|| map1(dst, src, &f));
             } else if so == 1 && sx == 0 {
                 dst[o..o + len].fill(f(src[x]));
             } else {
                 for i in 0..len as isize {
                     dst[(o as isize + i * so) as usize] = f(src[(x as isize + i * sx) as usize]);
+                }
+            }
+        },
+    );
+    Ok(())
+}
+
+/// Elements per stack buffer when [`unary_kernel`] gathers a strided run.
+const GATHER: usize = 64;
+
+/// `out[i] = k(a[i])` over all indices of `out`'s shape, with `k`'s slice kernel
+/// at [`crate::cpu::level`] (strided runs are gathered into a stack buffer
+/// first, so every element goes through the same kernel whatever the layout).
+pub fn unary_kernel(out: &mut ViewMut<f32>, a: &View<f32>, k: Unary) -> Result<(), KernelError> {
+    check_shape("unary operand", out.shape(), a.shape())?;
+    let (dst, og) = out.parts();
+    let (src, ag) = (a.data(), a.geom());
+    let f = k.entry(crate::cpu::level());
+    walk(
+        og.shape(),
+        [og.strides(), ag.strides()],
+        [og.offset(), ag.offset()],
+        |[o, x], len, [so, sx]| {
+            if so == 1 && sx == 1 {
+                let (s, d) = (&src[x..x + len], &mut dst[o..o + len]);
+                // SAFETY: two distinct slices of `len` elements each.
+                unsafe { f(s.as_ptr(), d.as_mut_ptr(), len) };
+            } else if so == 1 && sx == 0 {
+                // through the slice kernel too, so the value does not depend on layout
+                let mut one = [src[x]];
+                let p = one.as_mut_ptr();
+                // SAFETY: in place on one element.
+                unsafe { f(p, p, 1) };
+                dst[o..o + len].fill(one[0]);
+            } else {
+                let mut buf = [0f32; GATHER];
+                for start in (0..len).step_by(GATHER) {
+                    let n = GATHER.min(len - start);
+                    for (i, b) in buf[..n].iter_mut().enumerate() {
+                        *b = src[(x as isize + (start + i) as isize * sx) as usize];
+                    }
+                    let p = buf.as_mut_ptr();
+                    // SAFETY: in place on the buffer's first `n <= GATHER` elements.
+                    unsafe { f(p, p, n) };
+                    for (i, &b) in buf[..n].iter().enumerate() {
+                        dst[(o as isize + (start + i) as isize * so) as usize] = b;
+                    }
                 }
             }
         },
@@ -106,15 +155,15 @@ pub fn binary<A: Copy, B: Copy, O: Copy>(
         |[o, x, y], len, strides| match strides {
             [1, 1, 1] => {
                 let (dst, a, b) = (&mut dst[o..o + len], &sa[x..x + len], &sb[y..y + len]);
-                dispatch_simd!(map2_avx2, || map2(dst, a, b, &f));
+                dispatch(|| map2(dst, a, b, &f));
             }
             [1, 1, 0] => {
                 let (dst, a, yv) = (&mut dst[o..o + len], &sa[x..x + len], sb[y]);
-                dispatch_simd!(map2b_avx2, || map2_scalar_b(dst, a, yv, &f));
+                dispatch(|| map2_scalar_b(dst, a, yv, &f));
             }
             [1, 0, 1] => {
                 let (dst, xv, b) = (&mut dst[o..o + len], sa[x], &sb[y..y + len]);
-                dispatch_simd!(map2a_avx2, || map2_scalar_a(dst, xv, b, &f));
+                dispatch(|| map2_scalar_a(dst, xv, b, &f));
             }
             [so, sx, sy] => {
                 for i in 0..len as isize {

@@ -15,17 +15,27 @@
 //! - [`packed`]: products with a constant right operand packed once (weights);
 //! - [`conv`]: 2-D convolution (im2col + GEMM) and pooling;
 //! - [`gather`]: gathers along an axis;
-//! - [`simd`]: run-time choice of AVX2+FMA copies of hot loops;
-//! - [`math`]: vectorizable f32 `exp`, `tanh`, `erf`, `sigmoid`, GELU.
+//! - [`cpu`]: CPU feature levels (scalar, AVX2+FMA, AVX-512), detected once,
+//!   capped by `SHAPEJIT_CPU`;
+//! - `simd`: running a loop at the chosen level, and the SIMD vector trait the
+//!   transcendentals are written against (`f32`, `__m256`, `__m512`);
+//! - [`math`]: f32 `exp`, `log`, `tanh`, `erf`, `sigmoid`, GELU with stated
+//!   error bounds (one formula per function, every level);
+//! - [`vmath`]: those functions over slices at full width, one `extern "C"`
+//!   entry point per function and level.
 //!
 //! **Invariant:** a [`View`] never addresses outside its slice (checked when it is
 //! built), so the engines index with offsets the view's extent covers.
-//! **Invariant:** results do not depend on the CPU's features: the AVX2 paths run
-//! the same IEEE operations as the portable ones (no FMA contraction; [`packed`]
-//! uses fused multiply-adds on both paths).
+//! **Invariant:** auto-vectorized loops (maps, rows) run the same IEEE
+//! operations at every CPU level (no FMA contraction; [`packed`] uses fused
+//! multiply-adds on both of its paths), so their results do not depend on the
+//! level; the [`vmath`] kernels use fused multiply-adds where the level has
+//! them and stay within the bounds [`math`] states at every level (AVX2 and
+//! AVX-512 are bit-identical).
 #![deny(missing_docs)]
 
 pub mod conv;
+pub mod cpu;
 pub mod elementwise;
 pub mod error;
 pub mod gather;
@@ -34,9 +44,12 @@ pub mod matmul;
 pub mod packed;
 pub mod reduce;
 pub mod rows;
-pub mod simd;
+pub(crate) mod simd;
 pub mod view;
+pub mod vmath;
 pub mod walk;
 
+pub use cpu::Level;
 pub use error::KernelError;
 pub use view::{MAX_RANK, StridedShape, View, ViewMut};
+pub use vmath::{Unary, UnaryFn};

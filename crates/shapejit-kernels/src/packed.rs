@@ -36,36 +36,85 @@ pub struct PackedB {
     panels: Vec<f32>,
 }
 
+/// The geometry of a `[k, n]` right operand: `(k, n, panel elements)`.
+fn panel_geometry(b: &View<f32>) -> Result<(usize, usize, usize), KernelError> {
+    let shape = b.shape();
+    if shape.len() != 2 {
+        return Err(KernelError::Invalid(format!(
+            "packed matmul needs a rank-2 right operand, got shape {shape:?}"
+        )));
+    }
+    let (k, n) = (shape[0], shape[1]);
+    let len = n
+        .div_ceil(NR)
+        .checked_mul(k)
+        .and_then(|x| x.checked_mul(NR))
+        .ok_or_else(|| KernelError::Invalid(format!("packed matmul: [{k}, {n}] too big")))?;
+    Ok((k, n, len))
+}
+
+/// Writes `b`'s panels (zero padding included) into `panels` (exactly the
+/// length [`panel_geometry`] gives).
+fn pack_panels(b: &View<f32>, k: usize, n: usize, panels: &mut [f32]) {
+    let geom = b.geom();
+    let (rs, cs) = (geom.strides()[0], geom.strides()[1]);
+    let data = b.data();
+    for p in 0..n.div_ceil(NR) {
+        for r in 0..k {
+            let row = &mut panels[(p * k + r) * NR..][..NR];
+            row.fill(0.0);
+            for (j, slot) in row.iter_mut().enumerate().take(n - p * NR) {
+                // Invariant: the view's extent covers every [r, c] with r < k, c < n.
+                let at = geom.offset() as isize + r as isize * rs + (p * NR + j) as isize * cs;
+                *slot = data[at as usize];
+            }
+        }
+    }
+}
+
+/// Panels packed into a caller's buffer: [`PackedB`] without owning its memory
+/// (for operands packed per call into scratch, e.g. convolution weights).
+#[derive(Clone, Copy, Debug)]
+pub struct PackedRef<'a> {
+    k: usize,
+    n: usize,
+    panels: &'a [f32],
+}
+
+impl<'a> PackedRef<'a> {
+    /// Elements [`PackedRef::pack_into`] needs for a `[k, n]` operand.
+    pub fn len_for(k: usize, n: usize) -> usize {
+        n.div_ceil(NR).saturating_mul(k).saturating_mul(NR)
+    }
+
+    /// Packs a `[k, n]` view (any strides) into the front of `buf`.
+    pub fn pack_into(b: &View<f32>, buf: &'a mut [f32]) -> Result<PackedRef<'a>, KernelError> {
+        let (k, n, len) = panel_geometry(b)?;
+        let have = buf.len();
+        let panels = buf.get_mut(..len).ok_or_else(|| {
+            KernelError::Invalid(format!("packing buffer of {have} elements, need {len}"))
+        })?;
+        pack_panels(b, k, n, panels);
+        Ok(PackedRef { k, n, panels })
+    }
+}
+
 impl PackedB {
     /// Packs a `[k, n]` view (any strides).
     pub fn pack(b: &View<f32>) -> Result<PackedB, KernelError> {
-        let shape = b.shape();
-        if shape.len() != 2 {
-            return Err(KernelError::Invalid(format!(
-                "packed matmul needs a rank-2 right operand, got shape {shape:?}"
-            )));
-        }
-        let (k, n) = (shape[0], shape[1]);
-        let geom = b.geom();
-        let (rs, cs) = (geom.strides()[0], geom.strides()[1]);
-        let n_panels = n.div_ceil(NR);
-        let len = n_panels
-            .checked_mul(k)
-            .and_then(|x| x.checked_mul(NR))
-            .ok_or_else(|| KernelError::Invalid(format!("packed matmul: [{k}, {n}] too big")))?;
+        let (k, n, len) = panel_geometry(b)?;
         let mut panels = vec![0f32; len];
-        let data = b.data();
-        for p in 0..n_panels {
-            for r in 0..k {
-                let row = &mut panels[(p * k + r) * NR..][..NR];
-                for (j, slot) in row.iter_mut().enumerate().take(n - p * NR) {
-                    // Invariant: the view's extent covers every [r, c] with r < k, c < n.
-                    let at = geom.offset() as isize + r as isize * rs + (p * NR + j) as isize * cs;
-                    *slot = data[at as usize];
-                }
-            }
-        }
+        pack_panels(b, k, n, &mut panels);
         Ok(PackedB { k, n, panels })
+    }
+
+    /// The panels as a borrowed [`PackedRef`].
+    pub fn borrowed(&self) -> PackedRef<'_> {
+        PackedRef {
+            k: self.k,
+            n: self.n,
+            panels: &self.panels,
+        }
     }
 
     /// Rows of `b`.
@@ -90,6 +139,16 @@ pub fn matmul_packed(
     out: &mut [f32],
     a: &View<f32>,
     b: &PackedB,
+    alpha: f32,
+) -> Result<(), KernelError> {
+    matmul_packed_ref(out, a, b.borrowed(), alpha)
+}
+
+/// [`matmul_packed`] with panels in a caller's buffer.
+pub fn matmul_packed_ref(
+    out: &mut [f32],
+    a: &View<f32>,
+    b: PackedRef,
     alpha: f32,
 ) -> Result<(), KernelError> {
     let shape = a.shape();
@@ -125,7 +184,7 @@ pub fn matmul_packed(
         out[..needed].fill(0.0);
         return Ok(());
     }
-    let fast = crate::simd::has_avx2_fma();
+    let fast = crate::cpu::level() >= crate::cpu::Level::Avx2;
     for pc in (0..k).step_by(KC) {
         let kc = KC.min(k - pc);
         let pass = Pass {

@@ -1,15 +1,19 @@
 //! Row kernels on contiguous data: softmax, log-softmax and layer norm.
 //!
 //! A tensor is seen as `[outer, n, inner]` with the op's axis as `n`; with
-//! `inner == 1` each row is a contiguous run (the fast path: a max pass, an
-//! exp-and-sum pass, a scaling pass, all on one row in L1).
+//! `inner == 1` each row is a contiguous run (a max pass, an exp-and-sum pass,
+//! a scaling pass, all on one row in L1); with `inner > 1` blocks of adjacent
+//! columns are processed together along contiguous runs. Every loop runs at
+//! the CPU level chosen (`*_at` variants take it explicitly), the exponentials
+//! through the [`Unary::Exp`] slice kernel of that level.
 //!
 //! **Invariant:** inputs and outputs are contiguous and the same length
 //! (the ops layer copies strided inputs into scratch first).
 
+use crate::cpu::{self, Level};
 use crate::error::KernelError;
-use crate::math;
-use crate::simd::dispatch_simd;
+use crate::simd::dispatch_at;
+use crate::vmath::Unary;
 
 fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), KernelError> {
     if expected == actual {
@@ -62,36 +66,119 @@ fn max_of(xs: &[f32]) -> f32 {
     m
 }
 
-/// Softmax of contiguous rows of `n`: a max pass, an exp-and-sum pass, a scaling pass.
+/// Softmax of contiguous rows of `n`: a max pass, an exp pass (the [`Unary::Exp`]
+/// kernel of `level`, in place on `x - max`) with a sum, a scaling pass.
 #[inline(always)]
-fn softmax_rows(x: &[f32], out: &mut [f32], n: usize, log: bool) {
+fn softmax_rows(level: Level, x: &[f32], out: &mut [f32], n: usize, log: bool) {
+    let exp = Unary::Exp.entry(level);
     for (row, dst) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
         let m = max_of(row);
         for (d, &v) in dst.iter_mut().zip(row) {
-            *d = math::exp(v - m);
+            *d = v - m;
         }
+        // SAFETY: in place on the row's `n` elements.
+        unsafe { exp(dst.as_ptr(), dst.as_mut_ptr(), n) };
         let sum = sum_lanes(dst);
-        if log {
-            let lse = sum.ln() + m;
-            for (d, &v) in dst.iter_mut().zip(row) {
-                *d = v - lse;
+        finish_row(row, dst, m, sum, log);
+    }
+}
+
+/// Turns `dst = e^(x - m)` with `sum = Σ dst` into the softmax (or log-softmax) of `x`.
+#[inline(always)]
+fn finish_row(x: &[f32], dst: &mut [f32], m: f32, sum: f32, log: bool) {
+    if log {
+        let lse = m + sum.ln();
+        for (d, &v) in dst.iter_mut().zip(x) {
+            *d = v - lse;
+        }
+    } else {
+        let inv = 1.0 / sum;
+        for d in dst.iter_mut() {
+            *d *= inv;
+        }
+    }
+}
+
+/// Columns processed together by [`softmax_columns`] (stack statistics).
+const COLS: usize = 64;
+
+/// Softmax along the middle dim of `[outer, n, inner]`, `inner > 1`: for each
+/// block of up to [`COLS`] adjacent columns, the per-column max, `e^(x - max)`
+/// and sums run along contiguous runs of the block (vectorized across columns;
+/// each column's sum is still accumulated in row order).
+#[inline(always)]
+fn softmax_columns(level: Level, x: &[f32], out: &mut [f32], n: usize, inner: usize, log: bool) {
+    let exp = Unary::Exp.entry(level);
+    for (xs, os) in x
+        .chunks_exact(n * inner)
+        .zip(out.chunks_exact_mut(n * inner))
+    {
+        for j0 in (0..inner).step_by(COLS) {
+            let w = COLS.min(inner - j0);
+            let (mut m, mut sum) = ([f32::NEG_INFINITY; COLS], [0f32; COLS]);
+            let (m, sum) = (&mut m[..w], &mut sum[..w]);
+            for i in 0..n {
+                for (mj, &v) in m.iter_mut().zip(&xs[i * inner + j0..][..w]) {
+                    *mj = if v > *mj || v.is_nan() { v } else { *mj };
+                }
             }
-        } else {
-            let inv = 1.0 / sum;
-            for d in dst.iter_mut() {
-                *d *= inv;
+            for i in 0..n {
+                let (src, dst) = (&xs[i * inner + j0..][..w], &mut os[i * inner + j0..][..w]);
+                for ((d, &v), &mj) in dst.iter_mut().zip(src).zip(m.iter()) {
+                    *d = v - mj;
+                }
+                // SAFETY: in place on the run's `w` elements.
+                unsafe { exp(dst.as_ptr(), dst.as_mut_ptr(), w) };
+                for (sj, &d) in sum.iter_mut().zip(dst.iter()) {
+                    *sj += d;
+                }
+            }
+            // log: m becomes log Σ + max; else sum becomes 1/Σ
+            if log {
+                for (mj, &sj) in m.iter_mut().zip(sum.iter()) {
+                    *mj += sj.ln();
+                }
+            } else {
+                for sj in sum.iter_mut() {
+                    *sj = 1.0 / *sj;
+                }
+            }
+            for i in 0..n {
+                let (src, dst) = (&xs[i * inner + j0..][..w], &mut os[i * inner + j0..][..w]);
+                if log {
+                    for ((d, &v), &lse) in dst.iter_mut().zip(src).zip(m.iter()) {
+                        *d = v - lse;
+                    }
+                } else {
+                    for (d, &inv) in dst.iter_mut().zip(sum.iter()) {
+                        *d *= inv;
+                    }
+                }
             }
         }
     }
 }
 
-/// Softmax (or log-softmax when `log`) along the middle dim of `[outer, n, inner]`.
+/// Softmax (or log-softmax when `log`) along the middle dim of `[outer, n, inner]`
+/// at [`cpu::level`].
 pub fn softmax(
     x: &[f32],
     out: &mut [f32],
     outer: usize,
     n: usize,
     inner: usize,
+    log: bool,
+) -> Result<(), KernelError> {
+    softmax_at(cpu::level(), x, out, [outer, n, inner], log)
+}
+
+/// [`softmax`] at `level` (lowered to what the CPU supports); `dims` is
+/// `[outer, n, inner]`.
+pub fn softmax_at(
+    level: Level,
+    x: &[f32],
+    out: &mut [f32],
+    [outer, n, inner]: [usize; 3],
     log: bool,
 ) -> Result<(), KernelError> {
     let total = outer.checked_mul(n).and_then(|v| v.checked_mul(inner));
@@ -101,43 +188,30 @@ pub fn softmax(
         return Ok(());
     }
     if inner == 1 {
-        dispatch_simd!(softmax_avx2, || softmax_rows(x, out, n, log));
-        return Ok(());
-    }
-    // strided columns: one pass per statistic along each column
-    for o in 0..outer {
-        let base = o * n * inner;
-        for j in 0..inner {
-            let at = |i: usize| base + i * inner + j;
-            let m = (0..n).fold(f32::NEG_INFINITY, |m, i| {
-                let v = x[at(i)];
-                if v > m || v.is_nan() { v } else { m }
-            });
-            let mut sum = 0f32;
-            for i in 0..n {
-                let e = math::exp(x[at(i)] - m);
-                out[at(i)] = e;
-                sum += e;
-            }
-            if log {
-                let lse = sum.ln() + m;
-                for i in 0..n {
-                    out[at(i)] = x[at(i)] - lse;
-                }
-            } else {
-                let inv = 1.0 / sum;
-                for i in 0..n {
-                    out[at(i)] *= inv;
-                }
-            }
-        }
+        dispatch_at(level, || softmax_rows(level, x, out, n, log));
+    } else {
+        dispatch_at(level, || softmax_columns(level, x, out, n, inner, log));
     }
     Ok(())
 }
 
 /// Layer norm of each length-`n` row: `(x - mean)/sqrt(var + eps) · scale + bias`
-/// (population variance, computed from the centred values: two passes).
+/// (population variance, computed from the centred values: two passes), at
+/// [`cpu::level`].
 pub fn layer_norm(
+    x: &[f32],
+    out: &mut [f32],
+    n: usize,
+    scale: &[f32],
+    bias: Option<&[f32]>,
+    epsilon: f32,
+) -> Result<(), KernelError> {
+    layer_norm_at(cpu::level(), x, out, n, scale, bias, epsilon)
+}
+
+/// [`layer_norm`] at `level` (lowered to what the CPU supports).
+pub fn layer_norm_at(
+    level: Level,
     x: &[f32],
     out: &mut [f32],
     n: usize,
@@ -159,9 +233,7 @@ pub fn layer_norm(
             x.len()
         )));
     }
-    dispatch_simd!(layer_norm_avx2, || layer_norm_rows(
-        x, out, n, scale, bias, epsilon
-    ));
+    dispatch_at(level, || layer_norm_rows(x, out, n, scale, bias, epsilon));
     Ok(())
 }
 

@@ -1,46 +1,55 @@
-//! Run-time selection of an AVX2+FMA compiled copy of a hot loop.
+//! Running code at the CPU level [`crate::cpu::level`] chose.
 //!
-//! [`dispatch_simd!`] wraps a closure in a `#[target_feature(enable =
-//! "avx2,fma")]` function and calls it when the CPU has both features, else
-//! calls the closure as is: the same source, auto-vectorized twice.
+//! Two tools:
+//! - [`dispatch`] runs a closure inside a `#[target_feature]` function of the
+//!   level, so the same source is auto-vectorized once per level (elementwise
+//!   maps, row kernels);
+//! - the [`vector`] trait [`vector::Simd`] is an explicit SIMD vector with one
+//!   implementation per level (`__m512`, `__m256`, `f32`); a kernel written once
+//!   against it is the same algorithm at every level (the transcendentals of
+//!   [`crate::vmath`]).
 //!
-//! **Invariant:** the code is the same in both paths and uses no `mul_add`, so
-//! results are bit-identical (LLVM does not contract `a*b + c` on its own).
+//! **Invariant:** [`dispatch`] runs its closure at a level the CPU supports
+//! (the level comes from [`crate::cpu::level`], which never exceeds the CPU's);
+//! the closure's source is the same at every level and uses no `mul_add`, so
+//! auto-vectorized results are bit-identical across levels (LLVM does not
+//! contract `a*b + c` on its own).
 
-/// True when the runtime CPU has AVX2 and FMA (cached by std).
-#[inline]
-pub fn has_avx2_fma() -> bool {
+pub mod vector;
+
+use crate::cpu::{self, Level};
+
+/// Runs `f` compiled for `level`, lowered to what the CPU supports.
+#[inline(always)]
+pub(crate) fn dispatch_at<R>(level: Level, f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+        unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        match level.capped() {
+            // SAFETY: `capped` never exceeds the CPU's level: it has every
+            // AVX-512 feature enabled above.
+            Level::Avx512 => unsafe { avx512(f) },
+            // SAFETY: as above, the CPU has AVX2 and FMA.
+            Level::Avx2 => unsafe { avx2(f) },
+            Level::Scalar => f(),
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        false
+        let _ = level;
+        f()
     }
 }
 
-/// `dispatch_simd!(name, || body)`: runs `body` in an AVX2+FMA copy named `name`
-/// when the CPU supports it.
-macro_rules! dispatch_simd {
-    ($name:ident, $body:expr) => {{
-        #[cfg(target_arch = "x86_64")]
-        {
-            #[target_feature(enable = "avx2,fma")]
-            unsafe fn $name<R>(f: impl FnOnce() -> R) -> R {
-                f()
-            }
-            if $crate::simd::has_avx2_fma() {
-                // SAFETY: the CPU supports avx2 and fma (checked just above).
-                unsafe { $name($body) }
-            } else {
-                ($body)()
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            ($body)()
-        }
-    }};
+/// Runs `f` compiled for the level in use ([`cpu::level`]).
+#[inline(always)]
+pub(crate) fn dispatch<R>(f: impl FnOnce() -> R) -> R {
+    dispatch_at(cpu::level(), f)
 }
-pub(crate) use dispatch_simd;

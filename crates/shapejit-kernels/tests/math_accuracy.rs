@@ -1,7 +1,9 @@
 //! Measures the `math` functions against f64 references over wide ranges and
-//! checks the documented error bounds.
+//! checks the documented error bounds at every CPU level this machine has
+//! (through the `vmath` slice kernels; levels it lacks print SKIP), plus tails
+//! and unaligned starts.
 
-use shapejit_kernels::math;
+use shapejit_kernels::{Level, Unary, cpu, math};
 
 /// Distance in f32 ulps between `got` and the f64 reference (measured at the reference).
 fn ulps(got: f32, reference: f64) -> f64 {
@@ -69,113 +71,255 @@ fn gelu_tanh64(x: f64) -> f64 {
     x / (1.0 + (-2.0 * y).exp())
 }
 
-/// Max ulp error of `f` vs `reference` on a dense grid of `lo..hi`, skipping
-/// points whose reference is below `f32::MIN_POSITIVE` in magnitude (denormal).
-fn max_ulps(
-    lo: f32,
-    hi: f32,
-    f: impl Fn(f32) -> f32,
-    reference: impl Fn(f64) -> f64,
-) -> (f64, f32) {
+/// The grid every check probes on `lo..hi`: a dense uniform grid, random points
+/// between its points, and a log grid around 0 (1e-30 .. 1, both signs).
+fn probe_points(lo: f32, hi: f32) -> Vec<f32> {
     let n = 400_000;
-    let mut worst = (0.0, lo);
-    let mut probe = |x: f32| {
-        let r = reference(x as f64);
-        if r.abs() >= f32::MIN_POSITIVE as f64 {
-            let e = ulps(f(x), r);
-            if e > worst.0 {
-                worst = (e, x);
-            }
-        }
-    };
-    for i in 0..=n {
-        probe(lo + (hi - lo) * (i as f32 / n as f32));
-    }
-    // random points between the grid's
+    let mut xs: Vec<f32> = (0..=n)
+        .map(|i| lo + (hi - lo) * (i as f32 / n as f32))
+        .collect();
     let mut state = 0x2545_f491_4f6c_dd1du64;
     for _ in 0..400_000 {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        probe(lo + (hi - lo) * ((state >> 40) as f32 / (1u64 << 24) as f32));
+        xs.push(lo + (hi - lo) * ((state >> 40) as f32 / (1u64 << 24) as f32));
     }
-    // also the neighbourhood of 0 on a log grid (1e-30 .. 1)
     for i in 0..1760 {
         let x = 1e-30f32 * 1.04f32.powi(i);
-        for x in [x, -x] {
-            if x >= lo && x <= hi {
-                let e = ulps(f(x), reference(x as f64));
-                if e > worst.0 {
-                    worst = (e, x);
-                }
+        xs.extend([x, -x].into_iter().filter(|x| (lo..=hi).contains(x)));
+    }
+    xs
+}
+
+/// Max ulp error of kernel `k` at `level` vs `reference` over [`probe_points`],
+/// skipping points whose reference is below `f32::MIN_POSITIVE` in magnitude
+/// (denormal).
+fn max_ulps(
+    level: Level,
+    lo: f32,
+    hi: f32,
+    k: Unary,
+    reference: &impl Fn(f64) -> f64,
+) -> (f64, f32) {
+    let xs = probe_points(lo, hi);
+    let mut got = vec![0f32; xs.len()];
+    k.apply_at(level, &xs, &mut got).unwrap();
+    let mut worst = (0.0, lo);
+    for (&x, &g) in xs.iter().zip(&got) {
+        let r = reference(x as f64);
+        if r.abs() >= f32::MIN_POSITIVE as f64 || r == 0.0 {
+            let e = ulps(g, r);
+            if e > worst.0 {
+                worst = (e, x);
             }
         }
     }
     worst
 }
 
+/// Asserts `k`'s error bound on `lo..hi` at every level the CPU has (SKIP for the others).
+fn check(k: Unary, lo: f32, hi: f32, reference: impl Fn(f64) -> f64, bound: f64) -> f64 {
+    let mut worst = 0f64;
+    for level in Level::ALL {
+        if !cpu::supported(level) {
+            println!("SKIP: {k:?} at {level}: this CPU lacks it");
+            continue;
+        }
+        let (e, at) = max_ulps(level, lo, hi, k, &reference);
+        println!("{k:?} at {level} on {lo}..{hi}: {e:.2} ulp at {at}");
+        assert!(e <= bound, "{k:?} at {level}: error {e} ulp at {at}");
+        worst = worst.max(e);
+    }
+    worst
+}
+
+/// `k` on `xs` at every supported level.
+fn at_levels(k: Unary, xs: &[f32]) -> Vec<(Level, Vec<f32>)> {
+    Level::ALL
+        .into_iter()
+        .filter(|&l| cpu::supported(l))
+        .map(|l| {
+            let mut out = vec![0f32; xs.len()];
+            k.apply_at(l, xs, &mut out).unwrap();
+            (l, out)
+        })
+        .collect()
+}
+
+/// Special values through the scalar function and every level's slice kernel.
+fn specials(k: Unary, cases: &[(f32, f32)]) {
+    let xs: Vec<f32> = cases.iter().map(|c| c.0).collect();
+    for (level, got) in at_levels(k, &xs) {
+        for (&(x, want), &g) in cases.iter().zip(&got) {
+            let ok = (want.is_nan() && g.is_nan()) || g == want;
+            assert!(ok, "{k:?}({x}) at {level} = {g}, want {want}");
+            let s = k.scalar()(x);
+            assert!(
+                (want.is_nan() && s.is_nan()) || s == want,
+                "scalar {k:?}({x}) = {s}"
+            );
+        }
+    }
+}
+
+const NAN: f32 = f32::NAN;
+const INF: f32 = f32::INFINITY;
+
 #[test]
 fn exp_error() {
-    let (e, at) = max_ulps(-87.3, 88.7, math::exp, f64::exp);
-    println!("exp: {e:.2} ulp at {at}");
-    assert!(e <= 1.0, "exp error {e} ulp at {at}");
-    assert_eq!(math::exp(f32::INFINITY), f32::INFINITY);
-    assert_eq!(math::exp(f32::NEG_INFINITY), 0.0);
-    assert_eq!(math::exp(100.0), f32::INFINITY);
-    assert!(math::exp(f32::NAN).is_nan());
+    check(Unary::Exp, -87.3, 88.7, f64::exp, 1.0);
+    specials(
+        Unary::Exp,
+        &[
+            (INF, INF),
+            (-INF, 0.0),
+            (100.0, INF),
+            (NAN, NAN),
+            (0.0, 1.0),
+        ],
+    );
     assert!(math::exp(-100.0) > 0.0 && math::exp(-100.0) < 1e-43);
 }
 
 #[test]
 fn expm1_error() {
-    let (e, at) = max_ulps(-20.0, 20.0, math::expm1, f64::exp_m1);
-    println!("expm1: {e:.2} ulp at {at}");
-    assert!(e <= 1.7, "expm1 error {e} ulp at {at}");
+    check(Unary::Expm1, -20.0, 20.0, f64::exp_m1, 1.8);
+    specials(Unary::Expm1, &[(-INF, -1.0), (NAN, NAN), (0.0, 0.0)]);
+}
+
+#[test]
+fn log_error() {
+    check(Unary::Log, 1e-6, 1e6, f64::ln, 1.0);
+    // every binade, denormals included: mantissa steps at each exponent
+    let xs: Vec<f32> = (1..0x7f80_0000u32)
+        .step_by(4099)
+        .map(f32::from_bits)
+        .collect();
+    for (level, got) in at_levels(Unary::Log, &xs) {
+        let worst = xs
+            .iter()
+            .zip(&got)
+            .map(|(&x, &g)| (ulps(g, (x as f64).ln()), x))
+            .fold((0.0, 0.0), |a, b| if b.0 > a.0 { b } else { a });
+        println!(
+            "Log at {level} over every binade: {:.2} ulp at {:e}",
+            worst.0, worst.1
+        );
+        assert!(
+            worst.0 <= 1.0,
+            "log at {level}: {} ulp at {:e}",
+            worst.0,
+            worst.1
+        );
+    }
+    specials(
+        Unary::Log,
+        &[
+            (0.0, -INF),
+            (-0.0, -INF),
+            (-1.0, NAN),
+            (INF, INF),
+            (-INF, NAN),
+            (NAN, NAN),
+            (1.0, 0.0),
+        ],
+    );
 }
 
 #[test]
 fn sigmoid_error() {
-    let (e, at) = max_ulps(-100.0, 100.0, math::sigmoid, |x| 1.0 / (1.0 + (-x).exp()));
-    println!("sigmoid: {e:.2} ulp at {at}");
-    assert!(e <= 2.5, "sigmoid error {e} ulp at {at}");
-    assert_eq!(math::sigmoid(f32::NEG_INFINITY), 0.0);
-    assert_eq!(math::sigmoid(f32::INFINITY), 1.0);
+    check(
+        Unary::Sigmoid,
+        -100.0,
+        100.0,
+        |x| 1.0 / (1.0 + (-x).exp()),
+        2.5,
+    );
+    specials(Unary::Sigmoid, &[(-INF, 0.0), (INF, 1.0), (NAN, NAN)]);
 }
 
 #[test]
 fn tanh_error() {
-    let (e, at) = max_ulps(-20.0, 20.0, math::tanh, f64::tanh);
-    println!("tanh: {e:.2} ulp at {at}");
-    assert!(e <= 1.3, "tanh error {e} ulp at {at}");
-    assert_eq!(math::tanh(f32::INFINITY), 1.0);
-    assert_eq!(math::tanh(f32::NEG_INFINITY), -1.0);
-    assert!(math::tanh(f32::NAN).is_nan());
+    check(Unary::Tanh, -20.0, 20.0, f64::tanh, 1.3);
+    specials(
+        Unary::Tanh,
+        &[(INF, 1.0), (-INF, -1.0), (NAN, NAN), (0.0, 0.0)],
+    );
 }
 
 #[test]
 fn erf_error() {
-    let (e, at) = max_ulps(-10.0, 10.0, math::erf, erf64);
-    println!("erf: {e:.2} ulp at {at}");
-    assert!(e <= 3.6, "erf error {e} ulp at {at}");
-    assert_eq!(math::erf(f32::INFINITY), 1.0);
-    assert!(math::erf(f32::NAN).is_nan());
+    check(Unary::Erf, -10.0, 10.0, erf64, 3.6);
+    specials(
+        Unary::Erf,
+        &[(INF, 1.0), (-INF, -1.0), (NAN, NAN), (0.0, 0.0)],
+    );
 }
 
 #[test]
 fn gelu_erf_error() {
-    let (e, at) = max_ulps(-13.0, 20.0, math::gelu_erf, gelu_erf64);
-    println!("gelu_erf: {e:.2} ulp at {at}");
-    let (e_mid, at_mid) = max_ulps(-5.0, 20.0, math::gelu_erf, gelu_erf64);
-    println!("gelu_erf on -5..20: {e_mid:.2} ulp at {at_mid}");
-    assert!(e <= 7.9, "gelu_erf error {e} ulp at {at}");
-    assert_eq!(math::gelu_erf(f32::NEG_INFINITY), 0.0);
-    assert_eq!(math::gelu_erf(f32::INFINITY), f32::INFINITY);
+    check(Unary::GeluErf, -13.0, 20.0, gelu_erf64, 7.9);
+    check(Unary::GeluErf, -0.5, 20.0, gelu_erf64, 2.0);
+    specials(
+        Unary::GeluErf,
+        &[(-INF, 0.0), (INF, INF), (NAN, NAN), (0.0, 0.0)],
+    );
 }
 
 #[test]
 fn gelu_tanh_error() {
-    let (e, at) = max_ulps(-9.0, 20.0, math::gelu_tanh, gelu_tanh64);
-    println!("gelu_tanh: {e:.2} ulp at {at}");
-    assert!(e <= 3.9, "gelu_tanh error {e} ulp at {at}");
-    assert_eq!(math::gelu_tanh(f32::NEG_INFINITY), 0.0);
+    check(Unary::GeluTanh, -9.0, 20.0, gelu_tanh64, 3.9);
+    specials(Unary::GeluTanh, &[(-INF, 0.0), (INF, INF), (NAN, NAN)]);
+}
+
+#[test]
+fn sqrt_and_reciprocal_are_correctly_rounded() {
+    check(Unary::Sqrt, 0.0, 1e6, f64::sqrt, 0.5);
+    check(Unary::Reciprocal, 1e-3, 1e6, |x| 1.0 / x, 0.5);
+    specials(Unary::Sqrt, &[(-1.0, NAN), (INF, INF), (-0.0, -0.0)]);
+    specials(Unary::Reciprocal, &[(0.0, INF), (-0.0, -INF), (INF, 0.0)]);
+}
+
+/// Tails of every length 0..=33 from unaligned starts: each element equals the
+/// same level's full-vector result bit for bit, and nothing outside the
+/// destination range is written.
+#[test]
+fn tails_and_unaligned_starts() {
+    let base: Vec<f32> = (0..40).map(|i| (i as f32 - 17.5) * 0.37).collect();
+    for &k in Unary::ALL {
+        for level in Level::ALL {
+            if !cpu::supported(level) {
+                println!("SKIP: {k:?} tails at {level}: this CPU lacks it");
+                continue;
+            }
+            // full-vector reference: each value repeated over 64 lanes
+            let want: Vec<f32> = base
+                .iter()
+                .map(|&x| {
+                    let mut o = [0f32; 64];
+                    k.apply_at(level, &[x; 64], &mut o).unwrap();
+                    o[0]
+                })
+                .collect();
+            for len in 0..=33 {
+                for off in 0..4 {
+                    let src = &base[off..off + len];
+                    let mut dst = vec![-7.0f32; len + 8];
+                    k.apply_at(level, src, &mut dst[off..off + len]).unwrap();
+                    for (i, &d) in dst.iter().enumerate() {
+                        if (off..off + len).contains(&i) {
+                            let w = want[i];
+                            assert!(
+                                d.to_bits() == w.to_bits(),
+                                "{k:?} at {level}, len {len} off {off}: [{i}] = {d}, want {w}"
+                            );
+                        } else {
+                            assert_eq!(d, -7.0, "{k:?} at {level} wrote outside, len {len}");
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

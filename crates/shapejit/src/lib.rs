@@ -47,6 +47,9 @@ pub use shapejit_ir::{
     self as ir, BinaryOp, DType, Dim, Graph, GraphBuilder, Op, ReduceOp, Shape, Tensor, UnaryOp,
     ValueType, shape,
 };
+/// CPU feature levels: the level the kernels run at ([`cpu::level`]) and its
+/// `SHAPEJIT_CPU` cap.
+pub use shapejit_kernels::cpu;
 pub use shapejit_vm::{
     self as vm, CompileMode, GuardPolicy, InputError, Options, RunError, SlotStats, Stats, Tier,
 };

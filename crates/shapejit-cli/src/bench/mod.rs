@@ -399,8 +399,13 @@ pub fn main(args: Args) -> Result<()> {
 
     let summaries: Vec<TierSummary> = runs.iter().map(|r| r.summary.clone()).collect();
     let mut text = format!(
-        "shapejit bench {}: workload {} (seed {}), {} iterations per tier ({} warm-up)\n\n",
-        args.model, args.workload, args.seed, args.iters, args.warmup
+        "shapejit bench {}: workload {} (seed {}), {} iterations per tier ({} warm-up), {}\n\n",
+        args.model,
+        args.workload,
+        args.seed,
+        args.iters,
+        args.warmup,
+        crate::run::cpu_line()
     );
     text.push_str(&table::render(&summaries, &compare));
     let report = Report {

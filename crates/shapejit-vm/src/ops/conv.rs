@@ -254,8 +254,15 @@ pub(crate) fn conv2d(
     let os = out.shape;
     let win = kernel_window(window, kernel, [os[2], os[3]]);
     let b_len = inputs.get(2).map_or(0, |b| b.layout.numel());
-    let [col, wbuf, bbuf] =
-        scratch.f32_bufs(op, [conv2d_scratch_len(c_in_g, &win), copy_len(&w), b_len])?;
+    let c_out_g = ws[0] / groups.max(1);
+    let [col, wbuf, bbuf] = scratch.f32_bufs(
+        op,
+        [
+            conv2d_scratch_len(c_in_g, c_out_g, &win),
+            copy_len(&w),
+            b_len,
+        ],
+    )?;
     let w_elems = contiguous_f32(op, &w, wbuf)?;
     let bias = match inputs.get(2) {
         Some(_) => Some(contiguous_f32(op, &view_of::<f32>(op, inputs, 2)?, bbuf)?),

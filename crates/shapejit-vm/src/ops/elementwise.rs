@@ -14,7 +14,7 @@ use super::{OpError, OutType};
 use crate::tensor::{Dims, TensorMut, TensorRef};
 use shapejit_ir::{BinaryOp, DType, Element, Op, UnaryOp};
 use shapejit_kernels::elementwise as ew;
-use shapejit_kernels::{View, math};
+use shapejit_kernels::{Unary, View, math};
 
 fn unary_dtypes(u: UnaryOp) -> &'static [DType] {
     match u {
@@ -90,6 +90,13 @@ fn map1<A: Element, O: Element>(
     ew::unary(&mut o, &a, f).map_err(kernel_err(op))
 }
 
+/// A float unary op through its slice kernel at the CPU level in use.
+fn map_kernel(op: &Op, inputs: &[TensorRef], out: &mut TensorMut, k: Unary) -> Result<(), OpError> {
+    let a = view_of::<f32>(op, inputs, 0)?;
+    let mut o = out_view::<f32>(op, out)?;
+    ew::unary_kernel(&mut o, &a, k).map_err(kernel_err(op))
+}
+
 fn map2<A: Element, O: Element>(
     op: &Op,
     inputs: &[TensorRef],
@@ -113,12 +120,12 @@ fn unary_f32(
     match u {
         UnaryOp::Neg => map1(op, inputs, out, |x: f32| -x),
         UnaryOp::Abs => map1(op, inputs, out, |x: f32| x.abs()),
-        UnaryOp::Exp => map1(op, inputs, out, math::exp),
-        UnaryOp::Log => map1(op, inputs, out, |x: f32| x.ln()),
-        UnaryOp::Sqrt => map1(op, inputs, out, |x: f32| x.sqrt()),
-        UnaryOp::Reciprocal => map1(op, inputs, out, |x: f32| 1.0 / x),
-        UnaryOp::Tanh => map1(op, inputs, out, math::tanh),
-        UnaryOp::Sigmoid => map1(op, inputs, out, math::sigmoid),
+        UnaryOp::Exp => map_kernel(op, inputs, out, Unary::Exp),
+        UnaryOp::Log => map_kernel(op, inputs, out, Unary::Log),
+        UnaryOp::Sqrt => map_kernel(op, inputs, out, Unary::Sqrt),
+        UnaryOp::Reciprocal => map_kernel(op, inputs, out, Unary::Reciprocal),
+        UnaryOp::Tanh => map_kernel(op, inputs, out, Unary::Tanh),
+        UnaryOp::Sigmoid => map_kernel(op, inputs, out, Unary::Sigmoid),
         UnaryOp::Relu => map1(op, inputs, out, |x: f32| if x < 0.0 { 0.0 } else { x }),
         UnaryOp::LeakyRelu { alpha } => map1(
             op,
@@ -129,9 +136,9 @@ fn unary_f32(
         UnaryOp::Elu { alpha } => map1(op, inputs, out, move |x: f32| {
             if x < 0.0 { alpha * math::expm1(x) } else { x }
         }),
-        UnaryOp::Gelu { tanh_approx: false } => map1(op, inputs, out, math::gelu_erf),
-        UnaryOp::Gelu { tanh_approx: true } => map1(op, inputs, out, math::gelu_tanh),
-        UnaryOp::Erf => map1(op, inputs, out, math::erf),
+        UnaryOp::Gelu { tanh_approx: false } => map_kernel(op, inputs, out, Unary::GeluErf),
+        UnaryOp::Gelu { tanh_approx: true } => map_kernel(op, inputs, out, Unary::GeluTanh),
+        UnaryOp::Erf => map_kernel(op, inputs, out, Unary::Erf),
         UnaryOp::Clip { min, max } => map1(op, inputs, out, move |x: f32| {
             let y = if x < min { min } else { x };
             if y > max { max } else { y }

@@ -1,0 +1,35 @@
+//! Slice kernels of `shapejit_kernels::vmath` at each CPU level the machine has:
+//! throughput in elements per second (criterion prints ns per element as its
+//! inverse) on 16 Ki elements (in L1/L2: compute-bound), so levels compare
+//! in the same run. `cargo bench -p shapejit-benches --bench vmath`.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use shapejit_kernels::{Level, Unary, cpu};
+use std::hint::black_box;
+
+const N: usize = 16 * 1024;
+
+fn vmath(c: &mut Criterion) {
+    // a GELU-like spread of activations: values in [-4, 4)
+    let x: Vec<f32> = (0..N)
+        .map(|i| ((i * 7919) % 8000) as f32 / 1000.0 - 4.0)
+        .collect();
+    let mut out = vec![0f32; N];
+    let mut group = c.benchmark_group("vmath");
+    group.throughput(Throughput::Elements(N as u64));
+    for &k in Unary::ALL {
+        for level in Level::ALL.into_iter().filter(|&l| cpu::supported(l)) {
+            group.bench_function(BenchmarkId::new(format!("{k:?}"), level), |b| {
+                b.iter(|| {
+                    k.apply_at(level, black_box(&x), &mut out)
+                        .expect("same lengths");
+                    black_box(&out);
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, vmath);
+criterion_main!(benches);

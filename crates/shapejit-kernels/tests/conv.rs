@@ -1,0 +1,307 @@
+//! `conv2d` and `pool2d` against naive loops in f64: strides, pads, dilations,
+//! groups (1, 2, depthwise with 1 and 2 channels per group), 1×1 (the in-place
+//! path), batch 1 and 7, with and without bias; pools with NaN, padding and
+//! both average divisors.
+
+use shapejit_kernels::View;
+use shapejit_kernels::conv::{Pool, Window, conv2d, conv2d_scratch_len, pool2d};
+
+fn data(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn out_size(size: usize, k: usize, s: usize, pads: (usize, usize), d: usize) -> usize {
+    (size + pads.0 + pads.1 - d * (k - 1) - 1) / s + 1
+}
+
+struct Case {
+    n: usize,
+    c_in: usize,
+    c_out: usize,
+    hw: [usize; 2],
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    pads: [usize; 4],
+    dilations: [usize; 2],
+    groups: usize,
+    bias: bool,
+}
+
+impl Case {
+    fn window(&self) -> Window {
+        let out = [0, 1].map(|d| {
+            out_size(
+                self.hw[d],
+                self.kernel[d],
+                self.strides[d],
+                (self.pads[d], self.pads[d + 2]),
+                self.dilations[d],
+            )
+        });
+        Window {
+            kernel: self.kernel,
+            strides: self.strides,
+            pads: self.pads,
+            dilations: self.dilations,
+            out,
+        }
+    }
+}
+
+fn check_conv(case: &Case) {
+    let Case {
+        n,
+        c_in,
+        c_out,
+        hw: [h, w],
+        kernel: [kh, kw],
+        groups,
+        ..
+    } = *case;
+    let win = case.window();
+    let [oh, ow] = win.out;
+    let (cg, mg) = (c_in / groups, c_out / groups);
+    let x = data(n * c_in * h * w, 1 + c_in as u32);
+    let wt = data(c_out * cg * kh * kw, 2 + c_out as u32);
+    let b = data(c_out, 3);
+    let bias = case.bias.then_some(&b[..]);
+    let mut out = vec![f32::NAN; n * c_out * oh * ow];
+    let mut col = vec![0f32; conv2d_scratch_len(cg, mg, &win)];
+    let xv = View::contiguous(&x, &[n, c_in, h, w]).unwrap();
+    conv2d(&mut out, &xv, &wt, bias, groups, &win, &mut col).unwrap();
+    for img in 0..n {
+        for m in 0..c_out {
+            let grp = m / mg;
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let (mut want, mut mag) = (bias.map_or(0.0, |b| b[m] as f64), 1.0f64);
+                    for c in 0..cg {
+                        for i in 0..kh {
+                            for j in 0..kw {
+                                let iy = (oy * win.strides[0] + i * win.dilations[0]) as isize
+                                    - win.pads[0] as isize;
+                                let ix = (ox * win.strides[1] + j * win.dilations[1]) as isize
+                                    - win.pads[1] as isize;
+                                if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                                    continue;
+                                }
+                                let xi = ((img * c_in + grp * cg + c) * h + iy as usize) * w
+                                    + ix as usize;
+                                let p = x[xi] as f64 * wt[((m * cg + c) * kh + i) * kw + j] as f64;
+                                want += p;
+                                mag += p.abs();
+                            }
+                        }
+                    }
+                    let got = out[((img * c_out + m) * oh + oy) * ow + ox] as f64;
+                    assert!(
+                        (got - want).abs() <= 1e-6 * mag,
+                        "n{n} c{c_in}->{c_out} g{groups} k{kh}x{kw} s{:?} p{:?} d{:?}: \
+                         [{img},{m},{oy},{ox}] = {got}, want {want}",
+                        win.strides,
+                        win.pads,
+                        win.dilations
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn conv_matches_a_naive_loop() {
+    let base = Case {
+        n: 1,
+        c_in: 4,
+        c_out: 8,
+        hw: [9, 11],
+        kernel: [3, 3],
+        strides: [1, 1],
+        pads: [1, 1, 1, 1],
+        dilations: [1, 1],
+        groups: 1,
+        bias: true,
+    };
+    let mut cases = vec![];
+    for n in [1, 7] {
+        for (c_in, c_out, groups) in [
+            (4, 8, 1),
+            (4, 8, 2),
+            (6, 6, 6),
+            (6, 12, 6),
+            (3, 16, 1),
+            (2, 3, 1),
+        ] {
+            for (strides, pads, dilations) in [
+                ([1, 1], [1, 1, 1, 1], [1, 1]),
+                ([2, 2], [1, 0, 2, 1], [1, 1]),
+                ([1, 2], [0, 0, 0, 0], [2, 1]),
+                ([2, 1], [2, 2, 2, 2], [2, 2]),
+            ] {
+                for bias in [true, false] {
+                    cases.push(Case {
+                        n,
+                        c_in,
+                        c_out,
+                        strides,
+                        pads,
+                        dilations,
+                        groups,
+                        bias,
+                        ..base
+                    });
+                }
+            }
+            // 1×1: stride 1 unpadded reads the input in place
+            for (strides, pads) in [([1, 1], [0; 4]), ([2, 2], [0; 4]), ([1, 1], [1, 0, 0, 1])] {
+                cases.push(Case {
+                    n,
+                    c_in,
+                    c_out,
+                    kernel: [1, 1],
+                    strides,
+                    pads,
+                    groups,
+                    ..base
+                });
+            }
+            // a kernel as wide as the padded input, and a 1-row input
+            cases.push(Case {
+                n,
+                c_in,
+                c_out,
+                hw: [1, 5],
+                kernel: [1, 7],
+                pads: [0, 1, 0, 1],
+                groups,
+                ..base
+            });
+        }
+    }
+    for case in &cases {
+        check_conv(case);
+    }
+}
+
+#[test]
+fn conv_refuses_short_scratch() {
+    let x = data(2 * 8 * 8, 1);
+    let w = data(8 * 2 * 9, 2);
+    let win = Window {
+        kernel: [3, 3],
+        strides: [1, 1],
+        pads: [1; 4],
+        dilations: [1, 1],
+        out: [8, 8],
+    };
+    let mut out = vec![0f32; 8 * 64];
+    let need = conv2d_scratch_len(2, 8, &win);
+    let mut col = vec![0f32; need - 1];
+    let xv = View::contiguous(&x, &[1, 2, 8, 8]).unwrap();
+    assert!(conv2d(&mut out, &xv, &w, None, 1, &win, &mut col).is_err());
+}
+
+fn check_pool(hw: [usize; 2], win: Window, pool: Pool, nan_at: Option<usize>) {
+    let [h, w] = hw;
+    let (n, c) = (2, 3);
+    let mut x = data(n * c * h * w, 9);
+    if let Some(i) = nan_at {
+        x[i] = f32::NAN;
+    }
+    let [oh, ow] = win.out;
+    let mut out = vec![0f32; n * c * oh * ow];
+    pool2d(
+        &mut out,
+        &View::contiguous(&x, &[n, c, h, w]).unwrap(),
+        &win,
+        pool,
+    )
+    .unwrap();
+    for plane in 0..n * c {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let (mut vals, mut padded) = (vec![], 0usize);
+                for i in 0..win.kernel[0] {
+                    for j in 0..win.kernel[1] {
+                        let iy = (oy * win.strides[0] + i * win.dilations[0]) as isize
+                            - win.pads[0] as isize;
+                        let ix = (ox * win.strides[1] + j * win.dilations[1]) as isize
+                            - win.pads[1] as isize;
+                        if iy < (h + win.pads[2]) as isize && ix < (w + win.pads[3]) as isize {
+                            padded += 1;
+                        }
+                        if iy >= 0 && ix >= 0 && iy < h as isize && ix < w as isize {
+                            vals.push(x[(plane * h + iy as usize) * w + ix as usize] as f64);
+                        }
+                    }
+                }
+                let want = match pool {
+                    Pool::Max if vals.iter().any(|v| v.is_nan()) => f64::NAN,
+                    Pool::Max => vals.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                    Pool::Avg { count_include_pad } => {
+                        let d = if count_include_pad {
+                            padded
+                        } else {
+                            vals.len()
+                        };
+                        vals.iter().sum::<f64>() / d as f64
+                    }
+                };
+                let got = out[(plane * oh + oy) * ow + ox] as f64;
+                let ok = (got.is_nan() && want.is_nan()) || (got - want).abs() <= 1e-6;
+                assert!(
+                    ok,
+                    "{pool:?} {win:?}: [{plane},{oy},{ox}] = {got}, want {want}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn pools_match_a_naive_loop() {
+    let hw = [9, 10];
+    for (kernel, strides, pads, dilations) in [
+        ([2, 2], [2, 2], [0; 4], [1, 1]),
+        ([3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+        ([3, 2], [2, 1], [1, 0, 2, 1], [1, 2]),
+        ([1, 1], [1, 1], [0; 4], [1, 1]),
+    ] {
+        let out = [0, 1].map(|d| {
+            out_size(
+                hw[d],
+                kernel[d],
+                strides[d],
+                (pads[d], pads[d + 2]),
+                dilations[d],
+            )
+        });
+        let win = Window {
+            kernel,
+            strides,
+            pads,
+            dilations,
+            out,
+        };
+        for pool in [
+            Pool::Max,
+            Pool::Avg {
+                count_include_pad: true,
+            },
+            Pool::Avg {
+                count_include_pad: false,
+            },
+        ] {
+            check_pool(hw, win, pool, None);
+            check_pool(hw, win, pool, Some(23));
+        }
+    }
+}

@@ -13,7 +13,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use shapejit_ir::{DType, Graph, Symbol, Tensor};
-use shapejit_vm::{CompileMode, Module, Options, jit::jit_module};
+use shapejit_jit::jit_module;
+use shapejit_vm::{CompileMode, Module, Options};
 use std::collections::{HashMap, HashSet};
 
 const MAX_ELEMENTS: i64 = 1 << 16;

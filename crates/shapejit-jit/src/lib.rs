@@ -9,8 +9,13 @@
 //!
 //! Every dim of the shape is folded into the code; a [`ShapeMode::Family`] kernel keeps
 //! the outermost dim as a runtime argument instead, so one kernel serves every batch
-//! size. The crate knows nothing of the VM: the VM translates its regions to these
-//! specs and keeps kernels in its code caches.
+//! size. The code generators know nothing of the VM.
+//!
+//! [`tier`] is the JIT tier itself, on top of them: it translates bytecode regions to
+//! these specs, guards and caches kernels per slot, decides what to compile
+//! ([`tier::policy`], a pure state machine) and runs the compiler thread. It plugs into
+//! the interpreter through `shapejit-vm`'s narrow hook ([`shapejit_vm::hook`]); install
+//! it with [`make_executor`] or [`jit_module`].
 //!
 //! # Performance (measured with `examples/throughput.rs`, release, loaded 2-core host)
 //! Compile time: 0.19 ms for `relu(x+b)` (229 B of code), 0.8 ms for `gelu_erf(x+b)`
@@ -35,6 +40,7 @@ mod layout;
 mod matmul;
 mod program;
 mod row;
+pub mod tier;
 
 pub use elementwise::{ElementwiseKernel, ElementwiseSpec, compile_elementwise};
 pub use error::JitError;
@@ -44,3 +50,4 @@ pub use layout::{InputLayout, ShapeMode, contiguous_strides, required_len};
 pub use matmul::{MatMulEpilogueSpec, MatMulKernel, PACKED_MAX_ROWS, compile_matmul_epilogue};
 pub use program::{BinaryOp, CmpOp, InputId, Op, Program, UnaryOp, ValueId, ValueType};
 pub use row::{MAX_ROW_DIMS, RowInput, RowKernel, RowOp, RowSpec, compile_row};
+pub use tier::{JitHandle, jit_module, make_executor};

@@ -1,5 +1,7 @@
 //! shapejit's virtual machine: the interpreter tier (dispatch loop, per-Runtime
-//! arena, per-slot profiling) and the hooks the JIT tier plugs into.
+//! arena, per-slot profiling) and the hook the JIT tier plugs into. The JIT itself
+//! lives in `shapejit-jit` (which depends on this crate); this crate builds and runs
+//! without Cranelift.
 //!
 //! - [`Module`]: a verified [`shapejit_bytecode::Program`] shared by all threads
 //!   (`Arc` inside), with per-slot profiles ([`profile::SlotProfile`]), counters
@@ -26,7 +28,6 @@ pub mod arena;
 pub mod copy;
 pub mod error;
 pub mod hook;
-pub mod jit;
 pub mod module;
 pub mod ops;
 pub mod options;

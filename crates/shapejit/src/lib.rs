@@ -84,8 +84,7 @@ impl Module {
     /// A module from a program alone (e.g. read from a `.sjb` image); it is
     /// verified first, and [`Module::graph`] is `None`.
     pub fn from_program(program: Program, options: Options) -> Result<Module, Error> {
-        let vm =
-            shapejit_vm::Module::with_executor(program, options, shapejit_vm::jit::make_executor)?;
+        let vm = shapejit_vm::Module::with_executor(program, options, shapejit_jit::make_executor)?;
         Ok(Module { vm, graph: None })
     }
 
@@ -101,8 +100,7 @@ impl Module {
     /// back from an image). The program is verified first; a corrupt one is an
     /// [`Error::Verify`].
     pub fn from_parts(graph: Graph, program: Program, options: Options) -> Result<Module, Error> {
-        let vm =
-            shapejit_vm::Module::with_executor(program, options, shapejit_vm::jit::make_executor)?;
+        let vm = shapejit_vm::Module::with_executor(program, options, shapejit_jit::make_executor)?;
         Ok(Module {
             vm,
             graph: Some(Arc::new(graph)),

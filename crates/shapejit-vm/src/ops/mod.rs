@@ -30,7 +30,7 @@ mod reduce;
 mod shape;
 mod util;
 
-pub(crate) use util::broadcast_shapes;
+pub use util::broadcast_shapes;
 
 use crate::tensor::{Dims, Layout, LayoutError, TensorMut, TensorRef};
 use shapejit_ir::{DType, Op};

@@ -156,7 +156,7 @@ pub(crate) fn norm_axis(op: &Op, axis: i64, rank: usize) -> Result<usize, OpErro
 }
 
 /// NumPy broadcast of several shapes.
-pub(crate) fn broadcast_shapes(op: &Op, shapes: &[&[usize]]) -> Result<Dims, OpError> {
+pub fn broadcast_shapes(op: &Op, shapes: &[&[usize]]) -> Result<Dims, OpError> {
     let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
     let mut out: Dims = SmallVec::from_elem(1, rank);
     for s in shapes {

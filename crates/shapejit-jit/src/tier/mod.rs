@@ -1,9 +1,11 @@
 //! The JIT tier: a [`RegionExecutor`] that compiles hot shape keys of fused regions
-//! with `shapejit-jit` and serves region heads from per-slot code caches.
+//! with this crate's code generators and serves region heads from per-slot code caches.
+//! What to compile is decided by [`policy`], a pure state machine per slot; this module
+//! feeds it under the slot's lock and carries out its requests.
 //!
 //! - `observe` (after the interpreter ran a region) records the key, tracks the batch
 //!   sizes of each shape family, and promotes: a key seen `K` times in the window
-//!   ([`policy`]) becomes a compile request — weak-guarded when its inputs are
+//!   becomes a compile request — weak-guarded when its inputs are
 //!   contiguous and equal-shaped (and the guard policy allows it), exact otherwise; a
 //!   family seen with ≥ 3 distinct batch sizes becomes a family request.
 //! - Keys served by a family kernel are never interpreted, so `lookup` samples them
@@ -32,7 +34,7 @@ mod cache;
 mod compiler;
 mod guard;
 mod kernel;
-mod policy;
+pub mod policy;
 mod translate;
 
 #[cfg(test)]
@@ -40,24 +42,22 @@ mod tests;
 
 pub use guard::{FamilySig, Guard, WeakSig};
 pub use kernel::{Code, JitKernel, ShapeRule};
+pub use policy::FAMILY_SAMPLE;
 pub use translate::{Compiled, MatMulOperands, Translated, Untranslatable, translate};
 
-use crate::hook::{GuardCtx, RegionExecutor, RegionKernel};
-use crate::module::{ExecutorEnv, Module};
-use crate::options::{CompileMode, GuardPolicy, Options};
-use crate::profile::Observation;
-use crate::shape_key::ShapeKey;
-use compiler::{Hold, Kind, Request, Shared, SlotJit, Target};
+use compiler::{Hold, Shared, SlotJit};
 use crossbeam_channel::Sender;
-use shapejit_bytecode::{Program, Region, RegionKind, SlotId, VerifyError};
+use policy::{Installed, Request};
+use shapejit_bytecode::{Program, Region, SlotId, VerifyError};
+use shapejit_vm::hook::{GuardCtx, RegionExecutor, RegionKernel};
+use shapejit_vm::module::{ExecutorEnv, Module};
+use shapejit_vm::options::{CompileMode, Options};
+use shapejit_vm::profile::Observation;
+use shapejit_vm::shape_key::ShapeKey;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// One in this many calls a slot's family kernels serve is counted toward the exact
-/// kernel of its key.
-pub const FAMILY_SAMPLE: u64 = 8;
 
 /// The tier-1 executor of one module.
 pub struct JitExecutor {
@@ -101,7 +101,7 @@ impl JitHandle {
                 .shared
                 .slots
                 .iter()
-                .map(|s| s.policy.lock().map(|p| p.pending.len()).unwrap_or(0))
+                .map(|s| s.policy.lock().map(|p| p.pending()).unwrap_or(0))
                 .sum();
             if pending == 0 {
                 return true;
@@ -118,7 +118,7 @@ impl JitHandle {
         self.shared
             .slots
             .get(slot.index())
-            .map(|s| s.cache.read().map(|c| c.len()).unwrap_or(0))
+            .map(|s| s.cache.read().map(|c| c.kernels()).unwrap_or(0))
             .unwrap_or(0)
     }
 }
@@ -145,7 +145,7 @@ pub fn make_executor(env: &ExecutorEnv<'_>) -> Option<Arc<dyn RegionExecutor>> {
 }
 
 fn install(env: &ExecutorEnv<'_>) -> Option<(Arc<dyn RegionExecutor>, JitHandle)> {
-    shapejit_jit::check_host().ok()?;
+    crate::check_host().ok()?;
     let shared = Arc::new(Shared {
         program: env.program.clone(),
         options: env.options.clone(),
@@ -192,143 +192,35 @@ impl Drop for JitExecutor {
 }
 
 impl JitExecutor {
-    fn requests(
-        &self,
-        slot: SlotId,
-        region: &Region,
-        key: &Arc<ShapeKey>,
-        obs: Observation,
-    ) -> Vec<Request> {
-        let options = &self.shared.options;
-        let Some(mut policy) = self.shared.policy(slot) else {
-            return Vec::new();
-        };
-        policy.observations += 1;
-        let now = policy.observations;
-        let key_addr = Arc::as_ptr(key) as usize;
-        policy.last_seen.insert(key_addr, now);
-        let covered = |shared: &Shared| {
-            shared.slots[slot.index()]
-                .cache
-                .read()
-                .map(|c| c.covers(key))
-                .unwrap_or(false)
-        };
-        let mut out = Vec::new();
-        let benefit = policy::benefit(obs.in_window, obs.mean_ns);
-        // The demotion baseline is the fastest interpreted run, not the mean: the
-        // first runs of a key include arena growth and cold caches.
-        let baseline_ps = obs.min_ns.saturating_mul(1000) / (key.numel().max(1) as u64);
-        if options.families
-            && let Some((sig, batch)) = FamilySig::of(key)
-        {
-            let entry = policy.families.entry(sig.clone()).or_default();
-            if !entry.0.contains(&batch) {
-                entry.0.push(batch);
-            }
-            if batch > 1 {
-                entry.1 = Some(key.clone());
-            }
-            let ready = entry.0.len() >= 3;
-            let rep = entry.1.clone();
-            let target = Target::Family(sig.clone());
-            if let (true, Some(rep)) = (ready, rep) {
-                let known = policy.pending.contains(&target) || policy.failed.contains(&target);
-                let installed = self.shared.slots[slot.index()]
-                    .cache
-                    .read()
-                    .map(|c| c.has_family(&sig))
-                    .unwrap_or(true);
-                if !known && !installed {
-                    policy.pending.insert(target.clone());
-                    out.push(Request {
-                        slot,
-                        region: region.id,
-                        key: rep,
-                        kind: Kind::Family(sig),
-                        target,
-                        benefit,
-                        baseline_ps,
-                    });
-                }
-            }
-        }
-        let k = policy::promote_count(options.promote_threshold, region.len, obs.mean_ns);
-        let target = Target::Key(key_addr);
-        let family_failed =
-            FamilySig::of(key).is_some_and(|(sig, _)| policy.failed.contains(&Target::Family(sig)));
-        let known =
-            policy.pending.contains(&target) || policy.failed.contains(&target) || family_failed;
-        if obs.in_window >= k && !known && out.is_empty() && !covered(&self.shared) {
-            policy.pending.insert(target.clone());
-            out.push(Request {
-                slot,
-                region: region.id,
-                key: key.clone(),
-                kind: self.key_kind(region, key),
-                target,
-                benefit,
-                baseline_ps,
-            });
-        }
-        out
-    }
-
-    /// Weak-guarded when the key's inputs are contiguous and equal-shaped (and the
-    /// guard policy allows it), exact otherwise.
-    fn key_kind(&self, region: &Region, key: &ShapeKey) -> Kind {
-        let weak = (region.kind == RegionKind::Elementwise)
-            .then(|| WeakSig::of(key))
-            .flatten();
-        match (self.shared.options.guard, weak) {
-            (GuardPolicy::Auto, Some(sig)) => Kind::Weak(sig),
-            _ => Kind::Exact,
-        }
-    }
-
     /// Counts a call a family kernel served (sampled); a key that has become hot gets
-    /// a request for its own kernel (see the module docs).
+    /// a request for its own kernel (see [`policy::SlotPolicy::family_call`]).
     fn note_family_call(&self, ctx: &GuardCtx<'_>, family: &JitKernel) {
-        let options = &self.shared.options;
         let state = &self.shared.slots[ctx.slot.index()];
         let calls = state.family_calls.fetch_add(1, Ordering::Relaxed);
-        if options.compile == CompileMode::Off || !calls.is_multiple_of(FAMILY_SAMPLE) {
+        if !policy::samples_family_call(&self.shared.options, calls) {
             return;
         }
         let Some(mut policy) = self.shared.policy(ctx.slot) else {
             return;
         };
-        let key_addr = Arc::as_ptr(ctx.key) as usize;
-        let target = Target::Key(key_addr);
-        if policy.pending.contains(&target) || policy.failed.contains(&target) {
-            return;
-        }
-        let samples = policy.family_served.entry(key_addr).or_insert(0);
-        *samples += 1;
-        let samples = *samples;
-        if samples < options.promote_threshold.max(1) {
-            return;
-        }
-        let room = state
-            .cache
-            .read()
-            .map(|c| c.len() + 1 < options.cache_capacity)
-            .unwrap_or(false);
-        if !room {
-            return;
-        }
-        policy.family_served.remove(&key_addr);
-        policy.pending.insert(target.clone());
+        let req = {
+            let cache = state.cache.read().unwrap_or_else(|e| e.into_inner());
+            policy.family_call(
+                &self.shared.options,
+                &*cache,
+                ctx.slot,
+                ctx.region,
+                ctx.key,
+                policy::Served {
+                    mean_ns: family.mean_run_ns(),
+                    baseline_ps: family.baseline_ps_per_elem(),
+                },
+            )
+        };
         drop(policy);
-        self.submit(Request {
-            slot: ctx.slot,
-            region: ctx.region.id,
-            key: ctx.key.clone(),
-            kind: self.key_kind(ctx.region, ctx.key),
-            target,
-            benefit: policy::benefit(samples, family.mean_run_ns()).saturating_mul(FAMILY_SAMPLE),
-            baseline_ps: family.baseline_ps_per_elem(),
-        });
+        if let Some(req) = req {
+            self.submit(req);
+        }
     }
 
     /// Compiles `req` now (sync mode) or queues it for the compiler thread.
@@ -369,7 +261,18 @@ impl RegionExecutor for JitExecutor {
         if self.shared.options.compile == CompileMode::Off {
             return;
         }
-        for req in self.requests(slot, region, key, obs) {
+        let (Some(state), Some(mut policy)) = (
+            self.shared.slots.get(slot.index()),
+            self.shared.policy(slot),
+        ) else {
+            return;
+        };
+        let requests = {
+            let cache = state.cache.read().unwrap_or_else(|e| e.into_inner());
+            policy.observe(&self.shared.options, &*cache, slot, region, key, obs)
+        };
+        drop(policy);
+        for req in requests {
             self.submit(req);
         }
     }

@@ -1,11 +1,10 @@
-//! Compile requests, the background compiler thread and installation into the
-//! per-slot caches.
+//! The background compiler thread, compilation and installation into the per-slot
+//! caches.
 //!
-//! Requests go through a crossbeam channel to one thread per module. The thread keeps
-//! what it has received in a max-heap by benefit and always compiles the most
-//! valuable request next. Identical requests are deduplicated (a per-slot pending
-//! set); a request is dropped as stale when its key is already served by an installed
-//! kernel or was not seen in the slot's last two windows. A test hook
+//! Requests ([`super::policy::Request`]) go through a crossbeam channel to one thread
+//! per module. The thread keeps what it has received in a [`super::policy::Queue`] and
+//! always compiles the most valuable request next; before compiling it asks the slot's
+//! policy whether the request went stale, and reports how it ended. A test hook
 //! ([`super::JitHandle::hold_compiler`]) parks the thread without blocking any run.
 //!
 //! Matmul kernels whose right operand is a constant get it packed
@@ -13,102 +12,25 @@
 //!
 //! **Invariant:** runs never wait for the compiler: `observe` only sends (background
 //! mode), and the thread takes a slot's cache lock only to insert.
+//! **Invariant:** lock order is policy, then cache; nothing holds a cache lock while
+//! taking a policy lock.
 
 use super::cache::{Entry, SlotCache};
-use super::guard::{FamilySig, Guard, WeakSig};
+use super::guard::Guard;
 use super::kernel::{Code, JitKernel, ShapeRule, operand_view};
+use super::policy::{Kind, Outcome, Queue, Request, SlotPolicy, Target};
 use super::translate::{Compiled, MatMulOperands, translate};
-use crate::module::Counters;
-use crate::options::Options;
-use crate::profile::bump;
-use crate::shape_key::ShapeKey;
-use crate::tensor::{Layout, TensorRef};
+use crate::{MatMulKernel, ShapeMode, compile_elementwise, compile_matmul_epilogue, compile_row};
 use crossbeam_channel::Receiver;
-use shapejit_bytecode::{ConstId, Instr, Program, Reg, Region, RegionId, SlotId};
-use shapejit_jit::{
-    MatMulKernel, ShapeMode, compile_elementwise, compile_matmul_epilogue, compile_row,
-};
+use shapejit_bytecode::{ConstId, Instr, Program, Reg, Region, SlotId};
 use shapejit_kernels::packed::PackedB;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use shapejit_vm::module::Counters;
+use shapejit_vm::options::Options;
+use shapejit_vm::profile::bump;
+use shapejit_vm::tensor::{Layout, TensorRef};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
-
-/// What a request compiles.
-#[derive(Clone, Debug)]
-pub enum Kind {
-    /// a strong-guard kernel for exactly the key
-    Exact,
-    /// a weak-guard kernel (contiguous inputs of one shape)
-    Weak(WeakSig),
-    /// a family kernel (batch dim at run time)
-    Family(FamilySig),
-}
-
-/// Identity of a request, for deduplication.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Target {
-    /// an interned key (by address; interned keys live as long as their slot profile)
-    Key(usize),
-    /// a family
-    Family(FamilySig),
-}
-
-/// One compile request.
-#[derive(Clone, Debug)]
-pub struct Request {
-    /// the slot
-    pub slot: SlotId,
-    /// its region
-    pub region: RegionId,
-    /// the key (for families: a representative with batch > 1)
-    pub key: Arc<ShapeKey>,
-    /// what to compile
-    pub kind: Kind,
-    /// dedup identity
-    pub target: Target,
-    /// interpreted ns in the window this would save (heap order)
-    pub benefit: u64,
-    /// interpreted time per input element of the key, ps (the demotion baseline)
-    pub baseline_ps: u64,
-}
-
-struct ByBenefit(Request);
-
-impl PartialEq for ByBenefit {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.benefit == other.0.benefit
-    }
-}
-impl Eq for ByBenefit {}
-impl PartialOrd for ByBenefit {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for ByBenefit {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.benefit.cmp(&other.0.benefit)
-    }
-}
-
-/// Tiering state of one slot (behind its mutex).
-#[derive(Debug, Default)]
-pub struct SlotPolicy {
-    /// interpreted executions observed
-    pub observations: u64,
-    /// per key (address): the observation count when last seen
-    pub last_seen: HashMap<usize, u64>,
-    /// per family: distinct batch sizes seen and a representative key with batch > 1
-    pub families: HashMap<FamilySig, (Vec<usize>, Option<Arc<ShapeKey>>)>,
-    /// per key (address) served by a family kernel: sampled calls counted toward its
-    /// own exact kernel
-    pub family_served: HashMap<usize, u32>,
-    /// requests sent and not finished
-    pub pending: HashSet<Target>,
-    /// targets whose compilation failed (never retried; a key's failure also marks its
-    /// family, whose other keys are then not requested either)
-    pub failed: HashSet<Target>,
-}
 
 /// One slot's JIT state.
 #[derive(Debug, Default)]
@@ -195,35 +117,12 @@ impl Shared {
     }
 
     fn is_stale(&self, req: &Request) -> bool {
-        let Some(slot) = self.slots.get(req.slot.index()) else {
+        let (Some(slot), Some(policy)) = (self.slots.get(req.slot.index()), self.policy(req.slot))
+        else {
             return true;
         };
-        let covered = {
-            let cache = slot.cache.read().unwrap_or_else(|e| e.into_inner());
-            match &req.kind {
-                Kind::Family(sig) => cache.has_family(sig),
-                // a family serving the key does not make its own kernel stale: exact
-                // kernels are for the hottest keys, family-served or not
-                Kind::Exact | Kind::Weak(_) => cache.covers_specifically(&req.key),
-            }
-        };
-        if covered {
-            return true;
-        }
-        if matches!(req.kind, Kind::Family(_)) {
-            // a family stays wanted while any of its batches keeps arriving
-            return false;
-        }
-        let Some(policy) = self.policy(req.slot) else {
-            return true;
-        };
-        let seen = policy
-            .last_seen
-            .get(&(Arc::as_ptr(&req.key) as usize))
-            .copied()
-            .unwrap_or(0);
-        let horizon = 2 * self.options.window.max(1) as u64;
-        policy.observations.saturating_sub(seen) > horizon
+        let cache = slot.cache.read().unwrap_or_else(|e| e.into_inner());
+        policy.is_stale(&self.options, &*cache, req)
     }
 
     /// Removes `kernel` from `slot` because it runs slower than the interpreter; its
@@ -240,7 +139,7 @@ impl Shared {
         if let Some(entry) = removed {
             self.count_eviction(slot, &entry);
             if let Some(mut p) = self.policy(slot) {
-                p.failed.insert(entry.target);
+                p.demoted(entry.target);
             }
         }
     }
@@ -259,14 +158,16 @@ impl Shared {
         let Some(counters) = self.counters.slots.get(req.slot.index()) else {
             return;
         };
-        if self.is_stale(&req) {
+        let outcome = if self.is_stale(&req) {
             bump(&self.counters.global.dropped_requests, 1);
+            Outcome::Dropped
         } else {
             match self.compile(&req) {
                 Ok((kernel, guard, us)) => {
                     bump(&counters.compiles, 1);
                     bump(&counters.compile_us, us);
                     self.install(req.slot, guard, kernel, req.target.clone());
+                    Outcome::Installed
                 }
                 Err(reason) => {
                     bump(&counters.compile_errors, 1);
@@ -275,19 +176,12 @@ impl Shared {
                         .lock()
                         .unwrap_or_else(|e| e.into_inner());
                     *last = Some(reason);
-                    if let Some(mut p) = self.policy(req.slot) {
-                        p.failed.insert(req.target.clone());
-                        // what failed is the region and its layout, which every key of
-                        // the family shares: do not try again batch by batch
-                        if let Some((sig, _)) = FamilySig::of(&req.key) {
-                            p.failed.insert(Target::Family(sig));
-                        }
-                    }
+                    Outcome::Failed
                 }
             }
-        }
+        };
         if let Some(mut p) = self.policy(req.slot) {
-            p.pending.remove(&req.target);
+            p.finished(&req, outcome);
         }
     }
 
@@ -316,7 +210,7 @@ impl Shared {
         };
         let translated =
             translate(&self.program, region, &req.key, mode).map_err(|e| e.to_string())?;
-        let err = |e: shapejit_jit::JitError| e.to_string();
+        let err = |e: crate::JitError| e.to_string();
         let code = match translated.compiled {
             Compiled::Elementwise(spec) => {
                 Code::Elementwise(compile_elementwise(&spec).map_err(err)?)
@@ -423,11 +317,11 @@ fn constant_register(program: &Program, reg: Reg) -> Option<ConstId> {
 
 /// The compiler thread's loop: until the channel closes or shutdown.
 pub fn run_compiler(shared: Arc<Shared>, rx: Receiver<Request>) {
-    let mut heap: BinaryHeap<ByBenefit> = BinaryHeap::new();
+    let mut queue = Queue::default();
     loop {
-        if heap.is_empty() {
+        if queue.is_empty() {
             match rx.recv() {
-                Ok(req) => heap.push(ByBenefit(req)),
+                Ok(req) => queue.push(req),
                 Err(_) => return,
             }
         }
@@ -435,10 +329,10 @@ pub fn run_compiler(shared: Arc<Shared>, rx: Receiver<Request>) {
             return;
         }
         while let Ok(req) = rx.try_recv() {
-            heap.push(ByBenefit(req));
+            queue.push(req);
         }
-        // Invariant: the heap is non-empty here (filled above).
-        let Some(ByBenefit(req)) = heap.pop() else {
+        // Invariant: the queue is non-empty here (filled above).
+        let Some(req) = queue.pop() else {
             continue;
         };
         shared

@@ -6,13 +6,14 @@
 //! a mismatch is an `OpError`, never an out-of-bounds access.
 
 use super::guard::rank_and_batch;
+use super::policy::too_slow;
 use super::translate::MatMulOperands;
-use crate::hook::RegionKernel;
-use crate::ops::{OpError, OutType, OutTypes, broadcast_shapes};
-use crate::tensor::{Dims, TensorMut, TensorRef};
+use crate::{CompiledCode, ElementwiseKernel, MatMulKernel, RowKernel, ShapeMode};
 use shapejit_ir::DType;
-use shapejit_jit::{CompiledCode, ElementwiseKernel, MatMulKernel, RowKernel, ShapeMode};
 use shapejit_kernels::{StridedShape, View};
+use shapejit_vm::hook::RegionKernel;
+use shapejit_vm::ops::{OpError, OutType, OutTypes, broadcast_shapes};
+use shapejit_vm::tensor::{Dims, TensorMut, TensorRef};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -52,13 +53,6 @@ pub struct JitKernel {
     /// fastest run so far, ps per input element
     min_ps_per_elem: AtomicU64,
 }
-
-/// Runs between two comparisons of a kernel's speed with the interpreter's.
-const CHECK_EVERY: u64 = 32;
-/// A kernel whose fastest run is this much slower (per element) than the fastest
-/// interpreted run is demoted: 11/10, a margin for timer noise only — minima of 32
-/// runs are stable, and a kernel no faster than the interpreter is not worth keeping.
-const DEMOTE_RATIO: (u64, u64) = (11, 10);
 
 impl JitKernel {
     /// Wraps compiled code producing one output (elementwise: several) of
@@ -150,15 +144,6 @@ impl JitKernel {
             }
         })
     }
-}
-
-/// The demotion rule over a kernel's counters (see [`JitKernel::slower_than_interpreter`]).
-fn too_slow(runs: u64, min_ps_per_elem: u64, baseline_ps_per_elem: u64) -> bool {
-    if runs == 0 || !runs.is_multiple_of(CHECK_EVERY) || baseline_ps_per_elem == 0 {
-        return false;
-    }
-    let (num, den) = DEMOTE_RATIO;
-    min_ps_per_elem.saturating_mul(den) > baseline_ps_per_elem.saturating_mul(num)
 }
 
 fn kernel_error(message: String) -> OpError {
@@ -293,7 +278,7 @@ impl JitKernel {
                     .ok_or_else(|| kernel_error(format!("output {k} is not f32")))
             })
             .collect::<Result<_, _>>()?;
-        let jit_err = |e: shapejit_jit::JitError| kernel_error(e.to_string());
+        let jit_err = |e: crate::JitError| kernel_error(e.to_string());
         match &self.code {
             Code::Elementwise(k) => {
                 let slices: Vec<&[f32]> = inputs
@@ -369,21 +354,5 @@ impl JitKernel {
                 k.run(&a, &b, &extras, out, outer).map_err(jit_err)
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::too_slow;
-
-    #[test]
-    fn demotes_slower_kernels_at_check_points() {
-        // fastest kernel run: 1000 ps per element
-        assert!(too_slow(32, 1000, 600), "1.67x slower");
-        assert!(too_slow(32, 1000, 880), "1.14x slower");
-        assert!(!too_slow(32, 1000, 950), "1.05x is within the noise margin");
-        assert!(!too_slow(64, 1000, 2000), "2x faster");
-        assert!(!too_slow(31, 1000, 10), "not a check point");
-        assert!(!too_slow(32, 1000, 0), "no baseline");
     }
 }

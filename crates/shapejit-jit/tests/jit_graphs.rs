@@ -15,7 +15,7 @@
 use proptest::prelude::*;
 use shapejit_bytecode::lower;
 use shapejit_ir::{DType, GraphBuilder, ReduceOp, Tensor, ValueId, shape};
-use shapejit_vm::jit::jit_module;
+use shapejit_jit::jit_module;
 use shapejit_vm::{CompileMode, Module, Options};
 
 /// How the second input reaches the chain.

@@ -6,10 +6,10 @@
 //! (≤ 4 ulp-ish for the transcendental ones) over a chain of a dozen ops.
 
 use super::{JitHandle, jit_module};
-use crate::module::Module;
-use crate::options::{CompileMode, Options};
 use shapejit_bytecode::lower;
 use shapejit_ir::{DType, GraphBuilder, Tensor, shape};
+use shapejit_vm::module::Module;
+use shapejit_vm::options::{CompileMode, Options};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,7 +88,8 @@ fn jit(options: Options) -> (Module, JitHandle) {
 
 fn totals(module: &Module) -> (u64, u64, u64, u64, u64) {
     let stats = module.stats();
-    let sum = |f: &dyn Fn(&crate::stats::SlotStats) -> u64| stats.slots.iter().map(f).sum::<u64>();
+    let sum =
+        |f: &dyn Fn(&shapejit_vm::stats::SlotStats) -> u64| stats.slots.iter().map(f).sum::<u64>();
     (
         sum(&|s| s.kernel_hits),
         sum(&|s| s.compiles),

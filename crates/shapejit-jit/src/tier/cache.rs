@@ -4,10 +4,10 @@
 //! `Arc` to the kernel, whose code is freed (`JITModule::free_memory`) when the last
 //! `Arc` — possibly one a running call holds — goes away, never earlier.
 
-use super::compiler::Target;
-use super::guard::Guard;
+use super::guard::{FamilySig, Guard};
 use super::kernel::JitKernel;
-use crate::shape_key::ShapeKey;
+use super::policy::{Installed, Target};
+use shapejit_vm::shape_key::ShapeKey;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -44,25 +44,6 @@ impl SlotCache {
         })?;
         entry.last_used.store(tick, Ordering::Relaxed);
         Some(entry.kernel.clone())
-    }
-
-    /// Whether some entry serves `key`.
-    pub fn covers(&self, key: &Arc<ShapeKey>) -> bool {
-        self.entries.iter().any(|e| e.guard.matches(key).is_some())
-    }
-
-    /// Whether an exact or weak entry (not a family) serves `key`.
-    pub fn covers_specifically(&self, key: &Arc<ShapeKey>) -> bool {
-        self.entries
-            .iter()
-            .any(|e| !matches!(e.guard, Guard::Family(_)) && e.guard.matches(key).is_some())
-    }
-
-    /// Whether an entry has exactly this family guard.
-    pub fn has_family(&self, sig: &super::guard::FamilySig) -> bool {
-        self.entries
-            .iter()
-            .any(|e| matches!(&e.guard, Guard::Family(s) if s == sig))
     }
 
     /// Inserts a kernel; returns the evicted least-recently-used entry when full.
@@ -102,9 +83,26 @@ impl SlotCache {
             .position(|e| Arc::ptr_eq(&e.kernel, kernel))?;
         Some(self.entries.swap_remove(i))
     }
+}
 
-    /// Number of cached kernels.
-    pub fn len(&self) -> usize {
+impl Installed for SlotCache {
+    fn covers(&self, key: &Arc<ShapeKey>) -> bool {
+        self.entries.iter().any(|e| e.guard.matches(key).is_some())
+    }
+
+    fn covers_specifically(&self, key: &Arc<ShapeKey>) -> bool {
+        self.entries
+            .iter()
+            .any(|e| !matches!(e.guard, Guard::Family(_)) && e.guard.matches(key).is_some())
+    }
+
+    fn has_family(&self, sig: &FamilySig) -> bool {
+        self.entries
+            .iter()
+            .any(|e| matches!(&e.guard, Guard::Family(s) if s == sig))
+    }
+
+    fn kernels(&self) -> usize {
         self.entries.len()
     }
 }

@@ -12,9 +12,9 @@
 //! and trip counts) is valid for it, so a transposed view never reaches a kernel
 //! compiled for a contiguous input.
 
-use crate::shape_key::{KeyPart, ShapeKey};
-use crate::tensor::Dims;
 use shapejit_ir::DType;
+use shapejit_vm::shape_key::{KeyPart, ShapeKey};
+use shapejit_vm::tensor::Dims;
 use smallvec::SmallVec;
 use std::sync::Arc;
 

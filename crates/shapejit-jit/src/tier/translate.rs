@@ -12,15 +12,15 @@
 //! exactly the ops of the region in their bytecode order, so the kernel agrees with the
 //! interpreter up to the ops' documented tolerances.
 
-use crate::ops::broadcast_shapes;
-use crate::shape_key::ShapeKey;
-use crate::tensor::Dims;
-use shapejit_bytecode::{Instr, Out, Program, Reg, Region, RegionKind};
-use shapejit_ir::{BinaryOp as IrBinary, DType, Op as IrOp, ReduceOp, UnaryOp as IrUnary};
-use shapejit_jit::{
+use crate::{
     BinaryOp, CmpOp, ElementwiseSpec, InputLayout, MAX_ROW_DIMS, MatMulEpilogueSpec, Op,
     Program as JitProgram, RowInput, RowOp, RowSpec, ShapeMode, UnaryOp, ValueId,
 };
+use shapejit_bytecode::{Instr, Out, Program, Reg, Region, RegionKind};
+use shapejit_ir::{BinaryOp as IrBinary, DType, Op as IrOp, ReduceOp, UnaryOp as IrUnary};
+use shapejit_vm::ops::broadcast_shapes;
+use shapejit_vm::shape_key::ShapeKey;
+use shapejit_vm::tensor::Dims;
 use std::collections::HashMap;
 
 /// Why a region cannot be compiled (it stays interpreted).

@@ -180,6 +180,12 @@ impl Tensor {
         &self.data
     }
 
+    /// The storage, consumed. A buffer no other tensor shares (e.g. a run's
+    /// output) converts to a `BytesMut` with `try_into_mut` without a copy.
+    pub fn into_bytes(self) -> Bytes {
+        self.data
+    }
+
     /// The elements as a typed slice.
     pub fn as_slice<T: Element>(&self) -> Result<&[T], TensorError> {
         if self.dtype != T::DTYPE {

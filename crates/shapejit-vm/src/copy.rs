@@ -60,40 +60,20 @@ fn vec_index(rank: usize) -> smallvec::SmallVec<[usize; 8]> {
     smallvec::SmallVec::from_elem(0, rank)
 }
 
-/// Element types for which every bit pattern is a valid value.
-trait Plain: shapejit_ir::Element {}
-impl Plain for f32 {}
-impl Plain for i32 {}
-impl Plain for i64 {}
-
-fn filled<T: Plain>(src: &TensorRef<'_>) -> Option<Vec<T>> {
-    let numel = src.layout.numel();
-    let mut v = vec![T::default(); numel];
-    // SAFETY: `T` is f32, i32 or i64: no padding and every bit pattern is valid;
-    // the byte view covers exactly the vector's initialized elements.
-    let bytes = unsafe {
-        std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(&v[..]))
-    };
-    to_contiguous(src, bytes).then_some(v)
-}
-
 /// A caller-owned tensor with `src`'s elements (`None` if the layout does not fit the data).
+///
+/// The storage is a fresh `Vec<u8>` that nothing else shares, so a caller can
+/// take it back as a mutable buffer without a copy (`Bytes::try_into_mut`).
+/// The system allocator aligns it for every dtype (glibc: 16 bytes); where it
+/// would not, `from_bytes_or_copy` copies into aligned storage.
 pub fn to_tensor(src: &TensorRef<'_>) -> Option<Tensor> {
-    let shape = src.layout.shape.as_slice();
-    let t = match src.dtype {
-        DType::F32 => Tensor::from_vec(filled::<f32>(src)?, shape),
-        DType::I32 => Tensor::from_vec(filled::<i32>(src)?, shape),
-        DType::I64 => Tensor::from_vec(filled::<i64>(src)?, shape),
-        DType::Bool => {
-            let mut bytes = vec![0u8; src.layout.numel()];
-            if !to_contiguous(src, &mut bytes) {
-                return None;
-            }
-            Tensor::from_vec(
-                bytes.into_iter().map(|b| b != 0).collect::<Vec<bool>>(),
-                shape,
-            )
-        }
-    };
-    t.ok()
+    let len = src.layout.numel().checked_mul(src.dtype.size())?;
+    let mut bytes = vec![0u8; len];
+    if !to_contiguous(src, &mut bytes) {
+        return None;
+    }
+    if src.dtype == DType::Bool {
+        bytes.iter_mut().for_each(|b| *b = u8::from(*b != 0));
+    }
+    Tensor::from_bytes_or_copy(src.dtype, src.layout.shape.as_slice(), bytes.into()).ok()
 }

@@ -40,8 +40,10 @@
 
 pub mod builtin;
 mod error;
+mod meta;
 
 pub use error::Error;
+pub use meta::ModelMeta;
 pub use shapejit_bytecode::{self as bytecode, IoSpec, Program};
 pub use shapejit_ir::{
     self as ir, BinaryOp, DType, Dim, Graph, GraphBuilder, Op, ReduceOp, Shape, Tensor, UnaryOp,
@@ -50,6 +52,7 @@ pub use shapejit_ir::{
 /// CPU feature levels: the level the kernels run at ([`cpu::level`]) and its
 /// `SHAPEJIT_CPU` cap.
 pub use shapejit_kernels::cpu;
+pub use shapejit_onnx::OnnxError;
 pub use shapejit_vm::{
     self as vm, CompileMode, GuardPolicy, InputError, Options, RunError, SlotStats, Stats, Tier,
 };
@@ -63,6 +66,7 @@ use std::sync::Arc;
 pub struct Module {
     vm: shapejit_vm::Module,
     graph: Option<Arc<Graph>>,
+    meta: Arc<ModelMeta>,
 }
 
 impl Module {
@@ -78,14 +82,30 @@ impl Module {
             })?;
             return Module::from_program(program, options);
         }
+        if has_extension(model, "onnx") {
+            let (graph, meta) = meta::load_onnx(Path::new(model), model)?;
+            return Ok(Module::from_graph(graph, options)?.with_meta(meta));
+        }
         Module::from_graph(load_graph(model)?, options)
+    }
+
+    /// Imports an ONNX model from its serialized bytes (as `onnx.save` writes
+    /// them); a model with external data is rejected, as there is no directory
+    /// to find it in.
+    pub fn from_onnx_bytes(bytes: Vec<u8>, options: Options) -> Result<Module, Error> {
+        let (graph, meta) = meta::import_onnx(bytes.into(), None, "<bytes>")?;
+        Ok(Module::from_graph(graph, options)?.with_meta(meta))
     }
 
     /// A module from a program alone (e.g. read from a `.sjb` image); it is
     /// verified first, and [`Module::graph`] is `None`.
     pub fn from_program(program: Program, options: Options) -> Result<Module, Error> {
         let vm = shapejit_vm::Module::with_executor(program, options, shapejit_jit::make_executor)?;
-        Ok(Module { vm, graph: None })
+        Ok(Module {
+            vm,
+            graph: None,
+            meta: Arc::default(),
+        })
     }
 
     /// Lowers a graph (verified first) and builds a module for it; with
@@ -103,8 +123,14 @@ impl Module {
         let vm = shapejit_vm::Module::with_executor(program, options, shapejit_jit::make_executor)?;
         Ok(Module {
             vm,
+            meta: Arc::new(ModelMeta::of_graph(&graph)),
             graph: Some(Arc::new(graph)),
         })
+    }
+
+    fn with_meta(mut self, meta: ModelMeta) -> Module {
+        self.meta = Arc::new(meta);
+        self
     }
 
     /// A new runtime; use one per thread.
@@ -117,6 +143,11 @@ impl Module {
     /// A snapshot of per-slot and global statistics.
     pub fn stats(&self) -> Stats {
         self.vm.stats()
+    }
+
+    /// What the model file says about itself (producer, graph name, ...).
+    pub fn meta(&self) -> &ModelMeta {
+        &self.meta
     }
 
     /// The graph the module was built from; `None` for a `.sjb` image.
@@ -165,8 +196,13 @@ impl Runtime {
 
 /// True when `model` names a `.sjb` bytecode image.
 fn is_image(model: &str) -> bool {
+    has_extension(model, "sjb")
+}
+
+/// True when `model` is a file path (not `builtin:`) with this extension.
+fn has_extension(model: &str, ext: &str) -> bool {
     !model.starts_with("builtin:")
-        && Path::new(model).extension().and_then(|e| e.to_str()) == Some("sjb")
+        && Path::new(model).extension().and_then(|e| e.to_str()) == Some(ext)
 }
 
 /// Reads a model source into a graph (`builtin:NAME`, `.sjir`, `.onnx`).
@@ -189,10 +225,7 @@ pub fn load_graph(model: &str) -> Result<Graph, Error> {
                 source,
             })
         }
-        Some("onnx") => shapejit_onnx::load_path(path).map_err(|source| Error::Onnx {
-            path: model.to_string(),
-            source,
-        }),
+        Some("onnx") => meta::load_onnx(path, model).map(|(graph, _)| graph),
         Some("sjb") => Err(Error::ImageHasNoGraph {
             path: model.to_string(),
         }),

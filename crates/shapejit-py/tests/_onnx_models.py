@@ -105,7 +105,8 @@ def int_add():
     return _model([helper.make_node("Add", ["a", "b"], ["y"])], [t("a"), t("b")], [t("y")])
 
 
-def two_symbols_add():
-    """y = a + b with a: [n], b: [m]: valid only when n and m broadcast."""
-    nodes = [helper.make_node("Add", ["a", "b"], ["y"])]
-    return _model(nodes, [_f32("a", ["n"]), _f32("b", ["m"])], [_f32("y", ["k"])])
+def reshape_by_input():
+    """y = Reshape(x, s) with x: f32[n] and the target shape s: i64[2] an input."""
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["y"])]
+    s = helper.make_tensor_value_info("s", TensorProto.INT64, [2])
+    return _model(nodes, [_f32("x", ["n"]), s], [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])])

@@ -75,11 +75,12 @@ def test_unknown_output_name(mlp):
 
 
 def test_fail_from_a_run():
-    sess = shapejit.InferenceSession(M.two_symbols_add(), tier="interp")
-    (y,) = sess.run(None, {"a": np.ones(3, np.float32), "b": np.ones(1, np.float32)})
-    np.testing.assert_array_equal(y, np.full(3, 2, np.float32))
-    with pytest.raises(shapejit.Fail):
-        sess.run(None, {"a": np.ones(3, np.float32), "b": np.ones(4, np.float32)})
+    sess = shapejit.InferenceSession(M.reshape_by_input(), tier="interp")
+    x = np.arange(6, dtype=np.float32)
+    (y,) = sess.run(None, {"x": x, "s": np.array([2, 3])})
+    np.testing.assert_array_equal(y, x.reshape(2, 3))
+    with pytest.raises(shapejit.Fail, match=r"target shape \[4, 4\] does not hold the 6 elements"):
+        sess.run(None, {"x": x, "s": np.array([4, 4])})
 
 
 def test_session_survives_errors(mlp):

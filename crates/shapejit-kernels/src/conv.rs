@@ -223,6 +223,40 @@ fn valid_span(win: &Window, d: usize, k: usize, size: usize) -> (usize, usize) {
     (lo.min(n_out), hi.min(n_out).max(lo.min(n_out)))
 }
 
+/// `f(&mut row[ox], x[…, ox·s + j·d − pad])` for the output positions of row
+/// `line` (its element offset; `xs3` the input's column stride) whose tap `j`
+/// lies inside the `wd` input columns: contiguous runs when the input step is 1.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn along_tap(
+    row: &mut [f32],
+    data: &[f32],
+    line: isize,
+    xs3: isize,
+    win: &Window,
+    j: usize,
+    wd: usize,
+    f: impl Fn(&mut f32, f32),
+) {
+    let (lo, hi) = valid_span(win, 1, j, wd);
+    if lo == hi {
+        return;
+    }
+    let step = win.strides[1] as isize * xs3;
+    let start = line + win.coord(1, lo, j) * xs3;
+    let dst = &mut row[lo..hi];
+    if step == 1 {
+        let src = &data[start as usize..start as usize + dst.len()];
+        for (o, &v) in dst.iter_mut().zip(src) {
+            f(o, v);
+        }
+    } else {
+        for (t, o) in dst.iter_mut().enumerate() {
+            f(o, data[(start + t as isize * step) as usize]);
+        }
+    }
+}
+
 /// One output plane of the direct path: `bias + Σ_{c,i,j} w[c,i,j] · x[c, ·, ·]`,
 /// accumulated tap by tap in `(c, i, j)` order along output rows.
 #[inline(always)]
@@ -241,22 +275,9 @@ fn conv_plane(plane: &mut [f32], g: &ConvGeom, base: isize, w: &[f32], bias: f32
                 let line = base + c as isize * g.xs[1] + iy * g.xs[2];
                 for j in 0..kw {
                     let wv = w[(c * kh + i) * kw + j];
-                    let (lo, hi) = valid_span(win, 1, j, g.size[1]);
-                    if lo == hi {
-                        continue;
-                    }
-                    let step = win.strides[1] as isize * g.xs[3];
-                    let start = line + win.coord(1, lo, j) * g.xs[3];
-                    if step == 1 {
-                        let src = &g.data[start as usize..start as usize + (hi - lo)];
-                        for (o, &v) in row[lo..hi].iter_mut().zip(src) {
-                            *o += wv * v;
-                        }
-                    } else {
-                        for (t, o) in row[lo..hi].iter_mut().enumerate() {
-                            *o += wv * g.data[(start + t as isize * step) as usize];
-                        }
-                    }
+                    along_tap(row, g.data, line, g.xs[3], win, j, g.size[1], |o, v| {
+                        *o += wv * v
+                    });
                 }
             }
         }
@@ -513,38 +534,11 @@ fn pool_row(
         rows_in += 1;
         let line = base + iy * xs[2];
         for j in 0..kw {
-            let (lo, hi) = valid_span(win, 1, j, wd);
-            if lo == hi {
-                continue;
-            }
-            let step = win.strides[1] as isize * xs[3];
-            let start = line + win.coord(1, lo, j) * xs[3];
-            let at = |t: usize| data[(start + t as isize * step) as usize];
-            let dst = &mut row[lo..hi];
             match pool {
-                Pool::Max if step == 1 => {
-                    let src = &data[start as usize..start as usize + dst.len()];
-                    for (o, &v) in dst.iter_mut().zip(src) {
-                        *o = if v > *o || v.is_nan() { v } else { *o };
-                    }
-                }
-                Pool::Max => {
-                    for (t, o) in dst.iter_mut().enumerate() {
-                        let v = at(t);
-                        *o = if v > *o || v.is_nan() { v } else { *o };
-                    }
-                }
-                Pool::Avg { .. } if step == 1 => {
-                    let src = &data[start as usize..start as usize + dst.len()];
-                    for (o, &v) in dst.iter_mut().zip(src) {
-                        *o += v;
-                    }
-                }
-                Pool::Avg { .. } => {
-                    for (t, o) in dst.iter_mut().enumerate() {
-                        *o += at(t);
-                    }
-                }
+                Pool::Max => along_tap(row, data, line, xs[3], win, j, wd, |o, v| {
+                    *o = if v > *o || v.is_nan() { v } else { *o }
+                }),
+                Pool::Avg { .. } => along_tap(row, data, line, xs[3], win, j, wd, |o, v| *o += v),
             }
         }
     }

@@ -3,19 +3,13 @@
 //! path), batch 1 and 7, with and without bias; pools with NaN, padding and
 //! both average divisors.
 
+mod support;
+
 use shapejit_kernels::View;
 use shapejit_kernels::conv::{Pool, Window, conv2d, conv2d_scratch_len, pool2d};
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0
-        })
-        .collect()
+    support::data(n, seed, -1.0, 1.0)
 }
 
 fn out_size(size: usize, k: usize, s: usize, pads: (usize, usize), d: usize) -> usize {

@@ -3,18 +3,12 @@
 //! across the 64-column stack block, unaligned starts. Levels the CPU lacks
 //! print SKIP.
 
+mod support;
+
 use shapejit_kernels::{Level, cpu, rows};
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s >> 8) as f32 / (1u32 << 24) as f32 * 16.0 - 8.0
-        })
-        .collect()
+    support::data(n, seed, -8.0, 8.0)
 }
 
 fn levels() -> impl Iterator<Item = Level> {

@@ -3,6 +3,8 @@
 //! measured throughput (`cargo test --release -p shapejit-kernels --test
 //! throughput -- --nocapture`). Benchmarks proper live in `benches/`.
 
+mod support;
+
 use shapejit_kernels::elementwise::{binary, unary};
 use shapejit_kernels::matmul::matmul;
 use shapejit_kernels::{StridedShape, View, ViewMut, math, rows};
@@ -12,15 +14,7 @@ use std::time::Instant;
 const SCALE: usize = if cfg!(debug_assertions) { 16 } else { 1 };
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s >> 8) as f32 / (1u32 << 24) as f32 * 4.0 - 2.0
-        })
-        .collect()
+    support::data(n, seed, -2.0, 2.0)
 }
 
 /// Median seconds of `reps` runs.

@@ -16,6 +16,7 @@
 
 mod control;
 mod elementwise;
+mod index;
 mod movement;
 mod nn;
 
@@ -159,6 +160,10 @@ pub fn infer(op: &Op, inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Vec<I
             steps,
         } => one(movement::slice(starts, ends, axes, steps, inputs, ctx)),
         Op::Gather { axis } => one(movement::gather(*axis, inputs)),
+        Op::GatherElements { .. } => one(index::gather_elements(inputs)),
+        Op::ScatterElements { .. } => one(index::scatter_elements(inputs)),
+        Op::GatherNd { batch_dims } => one(index::gather_nd(*batch_dims, inputs)),
+        Op::ScatterNd { .. } => one(index::scatter_nd(inputs)),
         Op::Expand => one(movement::expand(inputs, ctx)),
         Op::Tile => one(movement::tile(inputs, ctx)),
         Op::Pad { pads, .. } => one(movement::pad(pads, inputs)),

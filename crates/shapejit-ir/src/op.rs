@@ -59,6 +59,105 @@ pub enum UnaryOp {
     },
     /// logical not (bool)
     Not,
+    /// a parameterless float function, see [`MathFn`]
+    Math(MathFn),
+}
+
+/// Float functions of one argument with no parameters, computed as Rust's
+/// `f32` method of the same name (`round` rounds half to even, as ONNX).
+/// Tolerance: exact for the rounding ones; 1e-6 relative (and 1e-7 absolute
+/// near zero) for the trigonometric and hyperbolic ones. NaN gives NaN; an
+/// argument outside the domain (`asin(2)`, `acosh(0)`) gives NaN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum MathFn {
+    /// largest integer `≤ x`
+    Floor,
+    /// smallest integer `≥ x`
+    Ceil,
+    /// nearest integer, halves to even
+    Round,
+    /// sine
+    Sin,
+    /// cosine
+    Cos,
+    /// tangent
+    Tan,
+    /// arcsine
+    Asin,
+    /// arccosine
+    Acos,
+    /// arctangent
+    Atan,
+    /// hyperbolic sine
+    Sinh,
+    /// hyperbolic cosine
+    Cosh,
+    /// inverse hyperbolic sine
+    Asinh,
+    /// inverse hyperbolic cosine
+    Acosh,
+    /// inverse hyperbolic tangent
+    Atanh,
+}
+
+impl MathFn {
+    /// All of them.
+    pub const ALL: [MathFn; 14] = [
+        MathFn::Floor,
+        MathFn::Ceil,
+        MathFn::Round,
+        MathFn::Sin,
+        MathFn::Cos,
+        MathFn::Tan,
+        MathFn::Asin,
+        MathFn::Acos,
+        MathFn::Atan,
+        MathFn::Sinh,
+        MathFn::Cosh,
+        MathFn::Asinh,
+        MathFn::Acosh,
+        MathFn::Atanh,
+    ];
+
+    /// The opcode name.
+    pub fn name(self) -> &'static str {
+        match self {
+            MathFn::Floor => "floor",
+            MathFn::Ceil => "ceil",
+            MathFn::Round => "round",
+            MathFn::Sin => "sin",
+            MathFn::Cos => "cos",
+            MathFn::Tan => "tan",
+            MathFn::Asin => "asin",
+            MathFn::Acos => "acos",
+            MathFn::Atan => "atan",
+            MathFn::Sinh => "sinh",
+            MathFn::Cosh => "cosh",
+            MathFn::Asinh => "asinh",
+            MathFn::Acosh => "acosh",
+            MathFn::Atanh => "atanh",
+        }
+    }
+
+    /// The function on one value.
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            MathFn::Floor => x.floor(),
+            MathFn::Ceil => x.ceil(),
+            MathFn::Round => x.round_ties_even(),
+            MathFn::Sin => x.sin(),
+            MathFn::Cos => x.cos(),
+            MathFn::Tan => x.tan(),
+            MathFn::Asin => x.asin(),
+            MathFn::Acos => x.acos(),
+            MathFn::Atan => x.atan(),
+            MathFn::Sinh => x.sinh(),
+            MathFn::Cosh => x.cosh(),
+            MathFn::Asinh => x.asinh(),
+            MathFn::Acosh => x.acosh(),
+            MathFn::Atanh => x.atanh(),
+        }
+    }
 }
 
 impl UnaryOp {
@@ -80,6 +179,7 @@ impl UnaryOp {
             UnaryOp::Erf => "erf",
             UnaryOp::Clip { .. } => "clip",
             UnaryOp::Not => "not",
+            UnaryOp::Math(f) => f.name(),
         }
     }
 }
@@ -197,6 +297,43 @@ impl ReduceOp {
             ReduceOp::Max => "reduce_max",
             ReduceOp::Min => "reduce_min",
             ReduceOp::Prod => "reduce_prod",
+        }
+    }
+}
+
+/// How a scatter combines an update with the value already there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum ScatterReduction {
+    /// the update replaces the value (for repeated indices, the last one wins)
+    None,
+    /// `old + update`
+    Add,
+    /// `old * update`
+    Mul,
+    /// `max(old, update)` (NaN propagates)
+    Max,
+    /// `min(old, update)` (NaN propagates)
+    Min,
+}
+
+impl ScatterReduction {
+    /// All of them.
+    pub const ALL: [ScatterReduction; 5] = [
+        ScatterReduction::None,
+        ScatterReduction::Add,
+        ScatterReduction::Mul,
+        ScatterReduction::Max,
+        ScatterReduction::Min,
+    ];
+
+    /// The name (as ONNX spells the `reduction` attribute).
+    pub fn name(self) -> &'static str {
+        match self {
+            ScatterReduction::None => "none",
+            ScatterReduction::Add => "add",
+            ScatterReduction::Mul => "mul",
+            ScatterReduction::Max => "max",
+            ScatterReduction::Min => "min",
         }
     }
 }
@@ -336,6 +473,42 @@ pub enum Op {
         /// the axis of `data`
         axis: i64,
     },
+    /// Gathers element by element along an axis: output element `p` is the
+    /// element of `data` at `p` with coordinate `axis` replaced by
+    /// `indices[p]` (negative wraps once). The output has the shape of
+    /// `indices`, whose other dims may be smaller than `data`'s.
+    /// Inputs: `data`, `indices` (i64/i32, same rank). Exact.
+    GatherElements {
+        /// the indexed axis
+        axis: i64,
+    },
+    /// A copy of `data` where, for every position `p` of `indices`, the
+    /// element GatherElements would read for `p` is combined with
+    /// `updates[p]`. Inputs: `data`, `indices` (i64/i32), `updates` (the shape
+    /// of `indices`, the dtype of `data`). Exact (in the order of `p`).
+    ScatterElements {
+        /// the indexed axis
+        axis: i64,
+        /// how updates combine with existing values
+        reduction: ScatterReduction,
+    },
+    /// Gathers slices by index tuples: the last dim `k` of `indices` indexes
+    /// dims `batch_dims..batch_dims + k` of `data` within each batch (the
+    /// first `batch_dims` dims, shared by both). Output shape:
+    /// `indices.shape[..-1] ++ data.shape[batch_dims + k..]`.
+    /// Inputs: `data`, `indices` (i64, negative wraps once). Exact.
+    GatherNd {
+        /// leading dims shared by `data` and `indices`
+        batch_dims: usize,
+    },
+    /// A copy of `data` where each slice GatherNd (no batch dims) would read
+    /// for the index tuple `t` is combined with `updates[t]`. Inputs: `data`,
+    /// `indices` (i64, `[..., k]`), `updates`
+    /// (`indices.shape[..-1] ++ data.shape[k..]`). Exact (in tuple order).
+    ScatterNd {
+        /// how updates combine with existing values
+        reduction: ScatterReduction,
+    },
     /// Broadcasts to a shape (bidirectional, as ONNX Expand). Inputs: `x`, `shape` (i64).
     Expand,
     /// Repeats along each axis. Inputs: `x`, `repeats` (i64, one per dim).
@@ -458,6 +631,10 @@ impl Op {
             Op::Split { .. } => "split",
             Op::Slice { .. } => "slice",
             Op::Gather { .. } => "gather",
+            Op::GatherElements { .. } => "gather_elements",
+            Op::ScatterElements { .. } => "scatter_elements",
+            Op::GatherNd { .. } => "gather_nd",
+            Op::ScatterNd { .. } => "scatter_nd",
             Op::Expand => "expand",
             Op::Tile => "tile",
             Op::Pad { .. } => "pad",

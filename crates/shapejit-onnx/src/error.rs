@@ -63,6 +63,15 @@ pub enum OnnxError {
         /// the node
         at: NodeRef,
     },
+    /// A node of an operator domain other than the default one (`ai.onnx.ml`,
+    /// `ai.onnx.preview.training`, vendor domains).
+    #[error("{at}: unsupported domain '{domain}'")]
+    UnsupportedDomain {
+        /// the node
+        at: NodeRef,
+        /// the node's domain
+        domain: String,
+    },
     /// A node uses a feature (attribute value, input form, dtype) the importer
     /// does not map; `what` says which.
     #[error("{at}: unsupported: {what}")]

@@ -16,7 +16,7 @@
 //! **Invariant:** within one graph, every ONNX name maps to exactly one IR
 //! value, defined before any node that reads it.
 
-use crate::error::OnnxError;
+use crate::error::{NodeRef, OnnxError};
 use crate::node::{GraphCx, NodeCx};
 use crate::proto::{GraphProto, ModelProto, ValueInfoProto};
 use crate::tensor::{ExternalFiles, dtype_of, tensor_from_proto, unsupported_dtype};
@@ -26,17 +26,32 @@ use std::collections::HashSet;
 /// Lowest supported default-domain opset.
 pub const MIN_OPSET: i64 = 6;
 /// Highest supported default-domain opset.
-pub const MAX_OPSET: i64 = 21;
+pub const MAX_OPSET: i64 = 28;
 
-/// The default-domain opset of a model.
+/// The default-domain opset of a model; a model that imports only other
+/// domains (`ai.onnx.ml`, `ai.onnx.preview.training`) is an unsupported domain.
 pub fn model_opset(model: &ModelProto) -> Result<i64, OnnxError> {
     let opset = model
         .opset_import
         .iter()
         .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
         .map(|o| o.version)
-        .ok_or_else(|| {
-            OnnxError::Invalid("the model imports no default-domain ('ai.onnx') opset".into())
+        .ok_or_else(|| match model.opset_import.first() {
+            Some(other) => OnnxError::UnsupportedDomain {
+                at: NodeRef {
+                    op_type: "(model)".into(),
+                    node: model
+                        .graph
+                        .as_ref()
+                        .map(|g| g.name.clone())
+                        .unwrap_or_default(),
+                    opset: other.version,
+                },
+                domain: other.domain.clone(),
+            },
+            None => {
+                OnnxError::Invalid("the model imports no default-domain ('ai.onnx') opset".into())
+            }
         })?;
     if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
         return Err(OnnxError::Opset {

@@ -7,8 +7,9 @@
 //! node by node by the IR's [`shapejit_ir::GraphBuilder`], with `dim_param`s as
 //! named symbolic dims.
 //!
-//! Supported: default-domain opsets 6..=21 (see [`ops`] for which older-opset
-//! forms are mapped); dtypes f32, i32, i64, bool.
+//! Supported: default-domain opsets 6..=28, each op at the version the opset
+//! resolves it to (see [`ops`] for the version table and which older forms
+//! are mapped); dtypes f32, i32, i64, bool.
 //!
 //! **Invariant:** no byte string makes the loader panic: malformed protobuf,
 //! bad tensors, unknown ops and inconsistent graphs are [`OnnxError`]s.

@@ -12,7 +12,7 @@ use crate::attrs::{AttrTypeError, Attrs};
 use crate::error::{NodeRef, OnnxError};
 use crate::proto::NodeProto;
 use crate::tensor::ExternalFiles;
-use shapejit_ir::{DType, GraphBuilder, Op, Tensor, ValueId, ValueType};
+use shapejit_ir::{BinaryOp, DType, GraphBuilder, Op, Tensor, UnaryOp, ValueId, ValueType};
 use std::collections::HashMap;
 
 /// Import state of one graph (the main graph or a sub-graph).
@@ -62,6 +62,9 @@ pub struct NodeCx<'g, 'm> {
     pub attrs: Attrs<'m>,
     /// where it is (for errors)
     pub at: NodeRef,
+    /// the op's version the model's opset resolves to (set by
+    /// [`crate::ops::map_node`] before the mapping runs)
+    pub version: i64,
     base_name: String,
     emitted: usize,
 }
@@ -77,16 +80,18 @@ impl<'g, 'm> NodeCx<'g, 'm> {
         } else {
             node.name.clone()
         };
+        let opset = g.opset;
         let at = NodeRef {
             op_type: node.op_type.clone(),
             node: base_name.clone(),
-            opset: g.opset,
+            opset,
         };
         NodeCx {
             g,
             node,
             attrs: Attrs::new(&node.attribute),
             at,
+            version: opset,
             base_name,
             emitted: 0,
         }
@@ -195,6 +200,21 @@ impl<'g, 'm> NodeCx<'g, 'm> {
                 outs.len()
             ))),
         }
+    }
+
+    /// Emits a unary elementwise op.
+    pub fn un(&mut self, u: UnaryOp, x: ValueId) -> NodeResult<ValueId> {
+        self.op(Op::Unary(u), &[x])
+    }
+
+    /// Emits a binary elementwise op.
+    pub fn bin(&mut self, b: BinaryOp, x: ValueId, y: ValueId) -> NodeResult<ValueId> {
+        self.op(Op::Binary(b), &[x, y])
+    }
+
+    /// A scalar constant of the dtype of `like`.
+    pub fn scalar_like(&mut self, like: ValueId, value: f64) -> ValueId {
+        self.const_scalar(self.ty(like).dtype, value)
     }
 
     /// Emits a constant.

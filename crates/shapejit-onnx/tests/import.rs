@@ -736,13 +736,13 @@ fn errors_name_op_node_and_opset() {
     .unwrap_err();
     assert!(err.to_string().contains("DOUBLE"), "{err}");
     let err = one_node(
-        25,
+        29,
         node("Relu", &["x"], &["y"], vec![]),
         vec![vf("x", &["2"])],
         vec![],
     )
     .unwrap_err();
-    assert!(matches!(err, OnnxError::Opset { opset: 25, .. }), "{err}");
+    assert!(matches!(err, OnnxError::Opset { opset: 29, .. }), "{err}");
     let err = one_node(
         13,
         node("Relu", &["nope"], &["y"], vec![]),
@@ -766,6 +766,16 @@ fn errors_name_op_node_and_opset() {
     n.domain = "com.microsoft".into();
     let err = one_node(13, n, vec![vf("x", &["2"])], vec![]).unwrap_err();
     assert!(err.to_string().contains("domain 'com.microsoft'"), "{err}");
+    for domain in ["ai.onnx.ml", "ai.onnx.preview.training"] {
+        let mut n = node("Relu", &["x"], &["y"], vec![]);
+        n.domain = domain.into();
+        let err = one_node(13, n, vec![vf("x", &["2"])], vec![]).unwrap_err();
+        assert!(
+            matches!(&err, OnnxError::UnsupportedDomain { domain: d, .. } if d == domain)
+                && err.to_string().contains("unsupported domain"),
+            "{err}"
+        );
+    }
     let mp = node(
         "MaxPool",
         &["x"],
@@ -930,4 +940,62 @@ fn external_data_is_mapped_and_confined() {
         err.to_string().contains("needs the model's directory"),
         "{err}"
     );
+}
+
+#[test]
+fn op_versions_resolve_like_onnxruntime() {
+    use shapejit_onnx::ops::resolve_version;
+    // The newest version at or below the opset.
+    assert_eq!(resolve_version("Add", 6), Some(Ok(6)));
+    assert_eq!(resolve_version("Add", 13), Some(Ok(13)));
+    assert_eq!(resolve_version("Add", 28), Some(Ok(14)));
+    assert_eq!(resolve_version("Reshape", 12), Some(Ok(5)));
+    assert_eq!(resolve_version("Softmax", 12), Some(Ok(11)));
+    // An op introduced after the opset, and an op not supported at all.
+    assert_eq!(resolve_version("Gelu", 19), Some(Err(20)));
+    assert_eq!(resolve_version("NoSuchOp", 13), None);
+    // Every opset the importer accepts runs a Relu; one that introduced the op
+    // later is a malformed model naming both versions.
+    for opset in shapejit_onnx::MIN_OPSET..=shapejit_onnx::MAX_OPSET {
+        one_node(
+            opset,
+            node("Relu", &["x"], &["y"], vec![]),
+            vec![vf("x", &["2"])],
+            vec![],
+        )
+        .unwrap_or_else(|e| panic!("opset {opset}: {e}"));
+    }
+    let err = one_node(
+        17,
+        node("Gelu", &["x"], &["y"], vec![]),
+        vec![vf("x", &["2"])],
+        vec![],
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Gelu does not exist at opset 17 (its first version is 20)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn version_table_is_ascending_and_unique() {
+    use shapejit_onnx::ops::OPS;
+    let mut names = std::collections::HashSet::new();
+    for (name, versions, _) in OPS {
+        assert!(names.insert(*name), "{name} is listed twice");
+        assert!(!versions.is_empty(), "{name} lists no version");
+        assert!(
+            versions.windows(2).all(|w| w[0] < w[1]),
+            "{name}: versions {versions:?} are not ascending"
+        );
+        assert!(
+            versions
+                .iter()
+                .all(|v| (1..=shapejit_onnx::MAX_OPSET).contains(v)),
+            "{name}: versions {versions:?} outside 1..={}",
+            shapejit_onnx::MAX_OPSET
+        );
+    }
 }

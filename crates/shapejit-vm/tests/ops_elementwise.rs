@@ -3,7 +3,7 @@
 
 mod ops_support;
 use ops_support::*;
-use shapejit_ir::{BinaryOp, DType, Op, UnaryOp};
+use shapejit_ir::{BinaryOp, DType, MathFn, Op, UnaryOp};
 use shapejit_vm::ops::OpError;
 
 /// Tolerance of IEEE-rounded float ops (`+ - * /`, sqrt, reciprocal): one f32 rounding.
@@ -53,6 +53,66 @@ fn unary_ref(u: UnaryOp, x: f64) -> f64 {
         UnaryOp::Erf => erf64(x),
         UnaryOp::Clip { min, max } => x.clamp(min as f64, max as f64),
         UnaryOp::Not => (x == 0.0) as u8 as f64,
+        UnaryOp::Math(f) => math_ref(f, x),
+    }
+}
+
+fn math_ref(f: MathFn, x: f64) -> f64 {
+    match f {
+        MathFn::Floor => x.floor(),
+        MathFn::Ceil => x.ceil(),
+        MathFn::Round => x.round_ties_even(),
+        MathFn::Sin => x.sin(),
+        MathFn::Cos => x.cos(),
+        MathFn::Tan => x.tan(),
+        MathFn::Asin => x.asin(),
+        MathFn::Acos => x.acos(),
+        MathFn::Atan => x.atan(),
+        MathFn::Sinh => x.sinh(),
+        MathFn::Cosh => x.cosh(),
+        MathFn::Asinh => x.asinh(),
+        MathFn::Acosh => x.acosh(),
+        MathFn::Atanh => x.atanh(),
+    }
+}
+
+#[test]
+fn math_functions_match_reference() {
+    let mut rng = Rng::new(7);
+    for f in MathFn::ALL {
+        for kind in KINDS {
+            let shape = rng.shape(2, 6, false);
+            let (lo, hi) = match f {
+                MathFn::Asin | MathFn::Acos | MathFn::Atanh => (-0.99, 0.99),
+                MathFn::Acosh => (1.0, 8.0),
+                MathFn::Floor | MathFn::Ceil | MathFn::Round => (-4.0, 4.0),
+                _ => (-3.0, 3.0),
+            };
+            // halves exercise round-half-to-even
+            let x = Host::random(&mut rng, &shape, kind, |r| {
+                let v = r.f32(lo, hi);
+                if matches!(f, MathFn::Round) {
+                    (v * 2.0).round() / 2.0
+                } else {
+                    v
+                }
+            });
+            let out = run(&Op::Unary(UnaryOp::Math(f)), &[&x]).unwrap();
+            let want: Vec<f64> = x.vals.iter().map(|&v| math_ref(f, v)).collect();
+            let exact = matches!(f, MathFn::Floor | MathFn::Ceil | MathFn::Round);
+            let (abs, rel) = if exact {
+                (0.0, 0.0)
+            } else {
+                (1e-7, TRANSCENDENTAL_REL)
+            };
+            assert_close(
+                &format!("{} {kind:?} {shape:?}", f.name()),
+                &out[0].vals,
+                &want,
+                abs,
+                rel,
+            );
+        }
     }
 }
 

@@ -464,13 +464,15 @@ impl Emitter {
         body_inputs.extend(vars.iter().map(|o| o.reg));
         body_inputs.extend_from_slice(captured);
         let results = self.lower_subgraph(node, body, &body_inputs)?;
+        // Scan rows are pushed before the carry: a body may return one of its
+        // carried inputs as a scan row, which the carry overwrites.
+        for (acc, &src) in scans.iter().zip(&results[1 + n_carried..]) {
+            self.instrs.push(Instr::ScanPush { acc: acc.reg, src });
+        }
         self.instrs.push(Instr::Carry {
             dsts: vars.clone(),
             srcs: results[..=n_carried].to_vec(),
         });
-        for (acc, &src) in scans.iter().zip(&results[1 + n_carried..]) {
-            self.instrs.push(Instr::ScanPush { acc: acc.reg, src });
-        }
         self.instrs.push(Instr::LoopNext { iter: iter.reg });
         let back = self.pc();
         self.instrs.push(Instr::Jump {

@@ -186,13 +186,16 @@ pub(super) fn unsqueeze(axes: &[i64], inputs: &[&ValueInfo]) -> Result<Inferred,
 pub(super) fn flatten(axis: i64, inputs: &[&ValueInfo]) -> Result<Inferred, String> {
     arity(inputs, 1, 1)?;
     let shape = &inputs[0].ty.shape;
-    let axis = norm_axis(axis, shape.rank() + 1).map_err(|_| {
-        format!(
-            "axis {axis} is out of range for {shape}, expected {} to {}",
-            -(shape.rank() as i64),
-            shape.rank()
-        )
-    })?;
+    // axis in -r..=r; a negative one counts from the end of the input (not of
+    // rank + 1, as an unsqueeze position would)
+    let r = shape.rank() as i64;
+    if axis < -r || axis > r {
+        return Err(format!(
+            "axis {axis} is out of range for {shape}, expected {} to {r}",
+            -r
+        ));
+    }
+    let axis = if axis < 0 { axis + r } else { axis } as usize;
     let head = numel(&Shape(shape.dims()[..axis].to_vec()))?;
     let tail = numel(&Shape(shape.dims()[axis..].to_vec()))?;
     Ok(Inferred::new(inputs[0].ty.dtype, Shape(vec![head, tail])))

@@ -816,3 +816,49 @@ fn huge_symbolic_products_are_errors_not_hangs() {
         .remove(0);
     assert_eq!(sq.known, None);
 }
+
+#[test]
+fn flatten_negative_axis_counts_from_the_input_rank() {
+    let x = || [f32s(shape!["n", 3, 4])];
+    assert_eq!(one_shape(Op::Flatten { axis: -1 }, x()), "f32[3*n, 4]");
+    assert_eq!(one_shape(Op::Flatten { axis: -3 }, x()), "f32[1, 12*n]");
+    assert_eq!(one_shape(Op::Flatten { axis: 3 }, x()), "f32[12*n, 1]");
+    assert!(one_shape(Op::Flatten { axis: -4 }, x()).starts_with("error: axis -4"));
+}
+
+#[test]
+fn index_ops_follow_indices_or_data() {
+    let idx = |s: Shape| info(DType::I64, s);
+    assert_eq!(
+        one_shape(
+            Op::GatherElements { axis: 1 },
+            [f32s(shape!["n", 5]), idx(shape!["n", 2])]
+        ),
+        "f32[n, 2]"
+    );
+    assert_eq!(
+        one_shape(
+            Op::GatherNd { batch_dims: 1 },
+            [f32s(shape!["n", 4, 5, 6]), idx(shape!["n", 3, 2])]
+        ),
+        "f32[n, 3, 6]"
+    );
+    assert_eq!(
+        one_shape(
+            Op::ScatterNd {
+                reduction: crate::op::ScatterReduction::Add
+            },
+            [f32s(shape![4, 5]), idx(shape![3, 1]), f32s(shape![3, 5])]
+        ),
+        "f32[4, 5]"
+    );
+    assert!(
+        one_shape(
+            Op::ScatterNd {
+                reduction: crate::op::ScatterReduction::None
+            },
+            [f32s(shape![4, 5]), idx(shape![3, 1]), f32s(shape![3, 4])]
+        )
+        .starts_with("error: updates [3, 4] must have shape [3, 5]")
+    );
+}

@@ -7,7 +7,7 @@
 
 use crate::dtype::DType;
 use crate::graph::{Graph, ValueType};
-use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp, Window2d};
+use crate::op::{BinaryOp, MathFn, Op, ReduceOp, ScatterReduction, UnaryOp, Window2d};
 use crate::tensor::Tensor;
 
 /// An attribute value as written in `.sjir`.
@@ -119,7 +119,13 @@ pub(super) fn attrs_of(op: &Op) -> Vec<(&'static str, AttrValue)> {
         | Op::Concat { axis } => {
             vec![("axis", Int(*axis))]
         }
-        Op::Gather { axis } => vec![("axis", Int(*axis))],
+        Op::Gather { axis } | Op::GatherElements { axis } => vec![("axis", Int(*axis))],
+        Op::ScatterElements { axis, reduction } => vec![
+            ("axis", Int(*axis)),
+            ("reduction", Word(reduction.name().into())),
+        ],
+        Op::GatherNd { batch_dims } => vec![("batch_dims", Int(*batch_dims as i64))],
+        Op::ScatterNd { reduction } => vec![("reduction", Word(reduction.name().into()))],
         Op::LayerNorm { axis, epsilon } => vec![("axis", Int(*axis)), ("epsilon", Float(*epsilon))],
         Op::BatchNorm { epsilon } => vec![("epsilon", Float(*epsilon))],
         Op::Reshape { allowzero } => vec![("allowzero", Bool(*allowzero))],
@@ -338,6 +344,20 @@ impl Attrs {
         }
     }
 
+    /// The `reduction` word of a scatter (default `none`).
+    fn reduction(&mut self) -> AResult<ScatterReduction> {
+        let (i, w) = self.word("reduction", Some("none"))?;
+        ScatterReduction::ALL
+            .into_iter()
+            .find(|r| r.name() == w)
+            .ok_or_else(|| AttrError {
+                index: i,
+                message: format!(
+                    "attribute 'reduction': expected none, add, mul, max or min, found {w}"
+                ),
+            })
+    }
+
     fn tensor(&mut self, name: &str) -> AResult<Tensor> {
         match self.take(name) {
             Some((_, AttrValue::Tensor(t))) => Ok(t),
@@ -388,7 +408,8 @@ pub(super) fn op_from(
     inputs: &[&ValueType],
     mut subgraphs: Vec<Graph>,
 ) -> Result<Op, AttrError> {
-    let op = if let Some(u) = UNARY.iter().find(|u| u.name() == name) {
+    let math = MathFn::ALL.map(UnaryOp::Math);
+    let op = if let Some(u) = UNARY.iter().chain(&math).find(|u| u.name() == name) {
         Op::Unary(match u {
             UnaryOp::LeakyRelu { alpha } => UnaryOp::LeakyRelu {
                 alpha: a.float("alpha", Some(*alpha))?,
@@ -483,6 +504,19 @@ pub(super) fn op_from(
             },
             "gather" => Op::Gather {
                 axis: a.int("axis", Some(0))?,
+            },
+            "gather_elements" => Op::GatherElements {
+                axis: a.int("axis", Some(0))?,
+            },
+            "scatter_elements" => Op::ScatterElements {
+                axis: a.int("axis", Some(0))?,
+                reduction: a.reduction()?,
+            },
+            "gather_nd" => Op::GatherNd {
+                batch_dims: a.usize("batch_dims", Some(0))?,
+            },
+            "scatter_nd" => Op::ScatterNd {
+                reduction: a.reduction()?,
             },
             "expand" => Op::Expand,
             "tile" => Op::Tile,

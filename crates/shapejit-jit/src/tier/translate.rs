@@ -737,6 +737,7 @@ fn unary(u: IrUnary) -> Result<UnaryOp, String> {
         IrUnary::Erf => UnaryOp::Erf,
         IrUnary::Clip { min, max } => UnaryOp::Clip { min, max },
         IrUnary::Not => return Err("logical not is not compiled".to_string()),
+        IrUnary::Math(f) => return Err(format!("`{}` is not compiled", f.name())),
     })
 }
 

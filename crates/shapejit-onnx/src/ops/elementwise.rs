@@ -1,14 +1,14 @@
 //! Elementwise ops: unary activations, binary arithmetic/comparison/logic
 //! (with the pre-opset-7 `broadcast`/`axis` form), variadic Sum/Mean/Max/Min,
 //! Clip (attributes before opset 11, inputs from 11), Where, Cast, and the
-//! small compositions PRelu, Selu and Softplus.
+//! small compositions PRelu, Selu, Softplus and Mod.
 //!
 //! **Invariant:** the IR ops emitted compute the ONNX op's result for every
 //! input the ONNX op accepts at the model's opset (compositions included).
 
 use crate::node::{NodeCx, NodeResult};
 use crate::tensor::{dtype_of, unsupported_dtype};
-use shapejit_ir::{BinaryOp, DType, Op, UnaryOp, ValueId};
+use shapejit_ir::{BinaryOp, DType, MathFn, Op, UnaryOp, ValueId};
 
 /// A unary op on input 0.
 pub fn unary(cx: &mut NodeCx, op: UnaryOp) -> NodeResult<Vec<ValueId>> {
@@ -121,10 +121,12 @@ pub fn where_(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     Ok(vec![cx.op(Op::Where, &[c, x, y])?])
 }
 
-/// `Cast(to)`; `saturate` only matters for float8 targets, which are unsupported.
+/// `Cast(to)`; `saturate` and `round_mode` (version 24) only matter for
+/// float8 targets, which are unsupported.
 pub fn cast(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let x = cx.input(0)?;
     cx.attrs.ignore("saturate");
+    cx.attrs.ignore("round_mode");
     let code = cx
         .attr_int("to")?
         .ok_or_else(|| cx.bad("required attribute 'to' is missing"))?;
@@ -167,8 +169,52 @@ pub fn selu(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
 /// `Softplus` = `log(exp(x) + 1)`.
 pub fn softplus(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let x = cx.input(0)?;
+    Ok(vec![softplus_of(cx, x)?])
+}
+
+/// `log(exp(x) + 1)` of a value (also Mish's inner function).
+pub fn softplus_of(cx: &mut NodeCx, x: ValueId) -> NodeResult<ValueId> {
     let e = cx.op(Op::Unary(UnaryOp::Exp), &[x])?;
     let one = cx.const_scalar(cx.ty(x).dtype, 1.0);
     let s = cx.op(Op::Binary(BinaryOp::Add), &[e, one])?;
-    Ok(vec![cx.op(Op::Unary(UnaryOp::Log), &[s])?])
+    cx.op(Op::Unary(UnaryOp::Log), &[s])
+}
+
+/// `Mod(a, b; fmod = 0)`. `fmod = 1`: `a − b·trunc(a/b)`, the sign of `a`
+/// (C `fmod`). `fmod = 0` (integers here): the sign of `b` (Python `%`), the
+/// truncated remainder plus `b` when the two signs differ.
+pub fn modulo(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
+    let fmod = cx.int_or("fmod", 0)? != 0;
+    let float = cx.ty(a).dtype == DType::F32;
+    if float && !fmod {
+        return Err(cx.unsupported("fmod = 0 on floating-point inputs"));
+    }
+    let q = cx.bin(BinaryOp::Div, a, b)?;
+    let q = if float {
+        let zero = cx.scalar_like(q, 0.0);
+        let neg = cx.bin(BinaryOp::Lt, q, zero)?;
+        let up = cx.un(UnaryOp::Math(MathFn::Ceil), q)?;
+        let down = cx.un(UnaryOp::Math(MathFn::Floor), q)?;
+        cx.op(Op::Where, &[neg, up, down])?
+    } else {
+        q
+    };
+    let bq = cx.bin(BinaryOp::Mul, b, q)?;
+    let r = cx.bin(BinaryOp::Sub, a, bq)?;
+    if fmod {
+        return Ok(vec![r]);
+    }
+    let zero = cx.scalar_like(r, 0.0);
+    let r_neg = cx.bin(BinaryOp::Lt, r, zero)?;
+    let b_neg = cx.bin(BinaryOp::Lt, b, zero)?;
+    let same = cx.bin(BinaryOp::Eq, r_neg, b_neg)?;
+    let differ = cx.un(UnaryOp::Not, same)?;
+    let nonzero = {
+        let z = cx.bin(BinaryOp::Eq, r, zero)?;
+        cx.un(UnaryOp::Not, z)?
+    };
+    let fix = cx.bin(BinaryOp::And, differ, nonzero)?;
+    let shifted = cx.bin(BinaryOp::Add, r, b)?;
+    Ok(vec![cx.op(Op::Where, &[fix, shifted, r])?])
 }

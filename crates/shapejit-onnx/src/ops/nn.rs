@@ -1,8 +1,7 @@
 //! Neural-network ops: MatMul, Gemm, Softmax/LogSoftmax (the flatten-to-2-D
 //! form before opset 13, one axis from 13), LayerNormalization,
-//! BatchNormalization and InstanceNormalization (inference), the Reduce* ops
-//! (axes attribute before opset 13 for ReduceSum and before 18 for the others,
-//! an input after), Conv, MaxPool, AveragePool (`auto_pad`, `ceil_mode`,
+//! BatchNormalization (inference), Conv, MaxPool,
+//! AveragePool (`auto_pad`, `ceil_mode`,
 //! `count_include_pad`, dilations) and global pools.
 //!
 //! 1-D convolutions and pools (`[N, C, W]`) run as 2-D ones over a size-1 H
@@ -12,7 +11,7 @@
 //! validated here: positive sizes, one value per spatial dim, no overflow.
 
 use crate::node::{NodeCx, NodeResult};
-use shapejit_ir::{BinaryOp, Op, ReduceOp, UnaryOp, ValueId, Window2d};
+use shapejit_ir::{Op, ReduceOp, ValueId, Window2d};
 
 /// `MatMul`.
 pub fn matmul(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
@@ -107,62 +106,6 @@ pub fn batch_norm(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         return Err(cx.unsupported("training_mode = 1"));
     }
     Ok(vec![cx.op(Op::BatchNorm { epsilon }, &inputs)?])
-}
-
-/// `InstanceNormalization(epsilon = 1e-5)`: normalizes each `(n, c)` over the
-/// spatial axes, composed from reductions and elementwise ops.
-pub fn instance_norm(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
-    let (x, scale, bias) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
-    let epsilon = cx.float_or("epsilon", 1e-5)?;
-    let rank = cx.rank(x);
-    if rank < 3 {
-        return Err(cx.bad(format!("input rank {rank} < 3")));
-    }
-    let axes: Vec<i64> = (2..rank as i64).collect();
-    let reduce = |axes: &Vec<i64>| Op::Reduce {
-        op: ReduceOp::Mean,
-        axes: axes.clone(),
-        keepdims: true,
-    };
-    let mean = cx.op(reduce(&axes), &[x])?;
-    let centered = cx.op(Op::Binary(BinaryOp::Sub), &[x, mean])?;
-    let sq = cx.op(Op::Binary(BinaryOp::Mul), &[centered, centered])?;
-    let var = cx.op(reduce(&axes), &[sq])?;
-    let eps = cx.const_scalar(cx.ty(x).dtype, epsilon as f64);
-    let var_eps = cx.op(Op::Binary(BinaryOp::Add), &[var, eps])?;
-    let std = cx.op(Op::Unary(UnaryOp::Sqrt), &[var_eps])?;
-    let normed = cx.op(Op::Binary(BinaryOp::Div), &[centered, std])?;
-    let channel_axes: Vec<i64> = (1..rank as i64 - 1).collect();
-    let scale_c = cx.op(
-        Op::Unsqueeze {
-            axes: channel_axes.clone(),
-        },
-        &[scale],
-    )?;
-    let bias_c = cx.op(Op::Unsqueeze { axes: channel_axes }, &[bias])?;
-    let scaled = cx.op(Op::Binary(BinaryOp::Mul), &[normed, scale_c])?;
-    Ok(vec![cx.op(Op::Binary(BinaryOp::Add), &[scaled, bias_c])?])
-}
-
-/// `Reduce*`: axes as an attribute before `input_from`, as input 1 after
-/// (with `noop_with_empty_axes`).
-pub fn reduce(cx: &mut NodeCx, op: ReduceOp, input_from: i64) -> NodeResult<Vec<ValueId>> {
-    let x = cx.input(0)?;
-    let keepdims = cx.int_or("keepdims", 1)? != 0;
-    let axes = if cx.opset() < input_from {
-        cx.attr_ints("axes")?.unwrap_or_default()
-    } else {
-        let noop = cx.int_or("noop_with_empty_axes", 0)? != 0;
-        let axes = match cx.opt_input(1)? {
-            Some(v) => cx.const_ints(v, "axes")?,
-            None => Vec::new(),
-        };
-        if axes.is_empty() && noop {
-            return Ok(vec![x]);
-        }
-        axes
-    };
-    Ok(vec![cx.op(Op::Reduce { op, axes, keepdims }, &[x])?])
 }
 
 /// Spatial geometry read from the attributes, for 1 or 2 spatial dims.

@@ -367,8 +367,10 @@ pub fn constant_of_shape(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     Ok(vec![cx.op(Op::ConstantOfShape { value }, &[shape])?])
 }
 
-/// `Range(start, limit, delta)`.
+/// `Range(start, limit, delta)`; `stash_type` (version 27) only changes how
+/// float16/bfloat16 ranges accumulate, dtypes the importer does not map.
 pub fn range(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    cx.attrs.ignore("stash_type");
     let (a, b, c) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
     Ok(vec![cx.op(Op::Range, &[a, b, c])?])
 }

@@ -143,6 +143,7 @@ fn unary_f32(
             let y = if x < min { min } else { x };
             if y > max { max } else { y }
         }),
+        UnaryOp::Math(f) => map1(op, inputs, out, move |x: f32| f.apply(x)),
         UnaryOp::Not => Err(dtype_bug(op)),
     }
 }

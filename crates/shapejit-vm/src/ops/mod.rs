@@ -24,6 +24,7 @@
 mod conv;
 mod data;
 mod elementwise;
+mod index;
 mod linalg;
 mod norm;
 mod reduce;
@@ -222,6 +223,10 @@ pub fn output_types(op: &Op, inputs: &[TensorRef]) -> Result<OutTypes, OpError> 
         Op::Split { axis, sizes } => data::split_types(op, *axis, sizes, inputs)?,
         Op::Gather { axis } => single(data::gather_type(op, *axis, inputs)?),
         Op::Tile => single(data::tile_type(op, inputs)?),
+        Op::GatherElements { .. } => single(index::gather_elements_type(op, inputs)?),
+        Op::ScatterElements { .. } => single(index::scatter_elements_type(op, inputs)?),
+        Op::GatherNd { batch_dims } => single(index::gather_nd_type(op, *batch_dims, inputs)?),
+        Op::ScatterNd { .. } => single(index::scatter_nd_type(op, inputs)?),
         Op::Pad { pads, .. } => single(data::pad_type(op, pads, inputs)?),
         Op::Shape { start, end } => single(data::shape_type(op, *start, *end, inputs)?),
         Op::Size => {
@@ -338,6 +343,12 @@ pub fn execute(
         Op::Split { axis, .. } => data::split(op, *axis, inputs, outputs),
         Op::Gather { axis } => data::gather(op, *axis, inputs, &mut outputs[0]),
         Op::Tile => data::tile(op, inputs, &mut outputs[0]),
+        Op::GatherElements { axis } => index::gather_elements(op, *axis, inputs, &mut outputs[0]),
+        Op::ScatterElements { axis, reduction } => {
+            index::scatter_elements(op, *axis, *reduction, inputs, &mut outputs[0])
+        }
+        Op::GatherNd { batch_dims } => index::gather_nd(op, *batch_dims, inputs, &mut outputs[0]),
+        Op::ScatterNd { reduction } => index::scatter_nd(op, *reduction, inputs, &mut outputs[0]),
         Op::Pad { pads, value } => data::pad(op, pads, *value, inputs, &mut outputs[0]),
         Op::Shape { start, .. } => data::shape(op, *start, inputs, &mut outputs[0]),
         Op::Size => data::size(op, inputs, &mut outputs[0]),

@@ -20,6 +20,16 @@
 //! - **Staleness** ([`SlotPolicy::is_stale`]): a request is dropped when its key is
 //!   already served by a kernel of its own kind or was not seen in the slot's last two
 //!   windows.
+//! - **Churn** ([`SlotPolicy::churning`]): a slot whose recent keys do not repeat — more
+//!   distinct keys among its last `window` executions than its cache holds, and fewer
+//!   than two executions per key on average — requests no exact or weak kernel: each
+//!   would be evicted before it paid for itself. It relies on its family (family
+//!   requests are unaffected) or stays interpreted. Family-served calls that are
+//!   sampled count as executions of their key, so a slot that settles is seen to.
+//! - **Compile budget**: exact and weak requests spend a per-slot budget of
+//!   [`budget`] (4 × max(cache capacity, 4)), refilled by one per `window` executions; so
+//!   whatever the workload, a slot requests at most that many plus one per window (an
+//!   LRU thrash of a few keys more than the cache holds included).
 //! - **Failure and demotion** ([`SlotPolicy::finished`], [`SlotPolicy::demoted`]): a
 //!   target whose compile failed, or whose kernel [`too_slow`] demoted, is never
 //!   requested again; a failed key also marks its family.
@@ -33,7 +43,7 @@ use shapejit_bytecode::{Region, RegionId, RegionKind, SlotId};
 use shapejit_vm::options::{CompileMode, GuardPolicy, Options};
 use shapejit_vm::profile::Observation;
 use shapejit_vm::shape_key::ShapeKey;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 /// One in this many calls a slot's family kernels serve is counted toward the exact
@@ -42,6 +52,10 @@ pub const FAMILY_SAMPLE: u64 = 8;
 
 /// Distinct batch sizes a family needs before it is compiled.
 pub const FAMILY_MIN_BATCHES: usize = 3;
+
+/// The exact-compile budget of a slot, in cache capacities of at least 4 (see the
+/// module docs).
+pub const BUDGET_KERNELS: usize = 4;
 
 /// Runs between two comparisons of a kernel's speed with the interpreter's.
 pub const CHECK_EVERY: u64 = 32;
@@ -146,10 +160,24 @@ pub struct SlotPolicy {
     /// targets whose compilation failed or whose kernel was demoted (never retried; a
     /// key's failure also marks its family, whose other keys are then not requested)
     failed: HashSet<Target>,
+    /// the keys (addresses) of the last `window` executions, oldest first
+    recent: VecDeque<usize>,
+    /// per key in `recent`: how often it occurs there
+    recent_counts: HashMap<usize, u32>,
+    /// exact and weak requests spent from the budget, net of refills
+    spent: usize,
+    /// executions counted toward the next refill
+    since_refill: usize,
 }
 
 fn key_addr(key: &Arc<ShapeKey>) -> usize {
     Arc::as_ptr(key) as usize
+}
+
+/// Exact and weak requests a slot may make before refills: [`BUDGET_KERNELS`] ×
+/// max(cache capacity, 4).
+pub fn budget(options: &Options) -> usize {
+    BUDGET_KERNELS * options.cache_capacity.max(4)
 }
 
 /// Estimated compile time of a region of `n_ops` instructions, ns.
@@ -204,6 +232,45 @@ impl SlotPolicy {
         self.pending.len()
     }
 
+    /// Records an execution of `addr` in the recent-keys window and the budget clock.
+    fn record(&mut self, options: &Options, addr: usize) {
+        let window = options.window.max(1);
+        self.recent.push_back(addr);
+        *self.recent_counts.entry(addr).or_insert(0) += 1;
+        while self.recent.len() > window {
+            if let Some(old) = self.recent.pop_front()
+                && let Some(c) = self.recent_counts.get_mut(&old)
+            {
+                *c -= 1;
+                if *c == 0 {
+                    self.recent_counts.remove(&old);
+                }
+            }
+        }
+        self.since_refill += 1;
+        if self.since_refill >= window {
+            self.since_refill = 0;
+            self.spent = self.spent.saturating_sub(1);
+        }
+    }
+
+    /// Whether the slot's recent keys do not repeat (see the module docs).
+    pub fn churning(&self, options: &Options) -> bool {
+        let distinct = self.recent_counts.len();
+        distinct > options.cache_capacity.max(1) && 2 * distinct > self.recent.len()
+    }
+
+    /// Spends one exact or weak request from the budget; false when none is left or
+    /// the slot churns.
+    fn spend(&mut self, options: &Options) -> bool {
+        let budget = budget(options);
+        if self.churning(options) || self.spent >= budget {
+            return false;
+        }
+        self.spent += 1;
+        true
+    }
+
     /// The interpreter ran `region` on `key` (interned) with these window counts: the
     /// requests to send (a family request, or else one for the key).
     pub fn observe(
@@ -219,6 +286,7 @@ impl SlotPolicy {
         let now = self.observations;
         let addr = key_addr(key);
         self.last_seen.insert(addr, now);
+        self.record(options, addr);
         let mut out = Vec::new();
         let benefit = benefit(obs.in_window, obs.mean_ns);
         // The demotion baseline is the fastest interpreted run, not the mean: the
@@ -259,7 +327,12 @@ impl SlotPolicy {
             FamilySig::of(key).is_some_and(|(sig, _)| self.failed.contains(&Target::Family(sig)));
         let known =
             self.pending.contains(&target) || self.failed.contains(&target) || family_failed;
-        if obs.in_window >= k && !known && out.is_empty() && !cache.covers(key) {
+        if obs.in_window >= k
+            && !known
+            && out.is_empty()
+            && !cache.covers(key)
+            && self.spend(options)
+        {
             self.pending.insert(target.clone());
             out.push(Request {
                 slot,
@@ -287,6 +360,7 @@ impl SlotPolicy {
         family: Served,
     ) -> Option<Request> {
         let addr = key_addr(key);
+        self.record(options, addr);
         let target = Target::Key(addr);
         if self.pending.contains(&target) || self.failed.contains(&target) {
             return None;
@@ -297,7 +371,7 @@ impl SlotPolicy {
         if samples < options.promote_threshold.max(1) {
             return None;
         }
-        if cache.kernels() + 1 >= options.cache_capacity {
+        if cache.kernels() + 1 >= options.cache_capacity || !self.spend(options) {
             return None;
         }
         self.family_served.remove(&addr);

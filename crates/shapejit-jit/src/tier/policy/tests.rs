@@ -391,3 +391,155 @@ fn the_queue_pops_the_largest_benefit_first() {
     assert_eq!(order, vec![7200, 2400, 800]);
     assert!(q.is_empty());
 }
+
+/// A slot's cache as an LRU of exact keys that installs every request at once (sync
+/// compiles), with the window counts the profiler would report.
+struct Simulation {
+    opts: Options,
+    policy: SlotPolicy,
+    lru: Vec<Arc<ShapeKey>>,
+    keys: Vec<Arc<ShapeKey>>,
+    recent: VecDeque<usize>,
+    requests: usize,
+}
+
+impl Simulation {
+    fn new(n_keys: usize) -> Simulation {
+        Simulation {
+            opts: options(),
+            policy: SlotPolicy::default(),
+            lru: Vec::new(),
+            // interned: one Arc per batch size
+            keys: (1..=n_keys).map(key).collect(),
+            recent: VecDeque::new(),
+            requests: 0,
+        }
+    }
+
+    /// One call with key `k`: served when cached, else interpreted and observed.
+    fn call(&mut self, k: usize) {
+        let key = self.keys[k].clone();
+        if let Some(i) = self.lru.iter().position(|c| Arc::ptr_eq(c, &key)) {
+            let hit = self.lru.remove(i);
+            self.lru.push(hit);
+            return;
+        }
+        self.recent.push_back(k);
+        if self.recent.len() > self.opts.window {
+            self.recent.pop_front();
+        }
+        let in_window = self.recent.iter().filter(|&&r| r == k).count() as u32;
+        let cache = FakeCache {
+            keys: self.lru.clone(),
+            ..FakeCache::default()
+        };
+        // an expensive region: K = 2
+        let obs = Observation {
+            in_window,
+            total: 0,
+            mean_ns: 10_000_000,
+            min_ns: 10_000_000,
+        };
+        let r = region(RegionKind::MatmulEpilogue);
+        for req in self.policy.observe(&self.opts, &cache, SLOT, &r, &key, obs) {
+            self.requests += 1;
+            self.policy.finished(&req, Outcome::Installed);
+            self.lru.push(req.key.clone());
+            if self.lru.len() > self.opts.cache_capacity {
+                self.lru.remove(0);
+            }
+        }
+    }
+}
+
+/// Uniform batches in `1..=n` from a fixed LCG.
+fn jitter(n: usize, calls: usize) -> impl Iterator<Item = usize> {
+    let mut state = 0x2545_f491_u64;
+    (0..calls).map(move |_| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as usize % n
+    })
+}
+
+#[test]
+fn a_churning_slot_stops_requesting_exact_kernels() {
+    let mut sim = Simulation::new(512);
+    for k in jitter(512, 3000) {
+        sim.call(k);
+    }
+    assert!(sim.policy.churning(&sim.opts));
+    // the first window fills with distinct keys long before any of them repeats
+    assert!(
+        sim.requests <= 2,
+        "{} exact requests under jitter:1..512",
+        sim.requests
+    );
+}
+
+#[test]
+fn a_settled_slot_gets_its_kernels() {
+    let mut sim = Simulation::new(4);
+    for k in (0..400).map(|i| i % 4) {
+        sim.call(k);
+    }
+    assert!(!sim.policy.churning(&sim.opts));
+    assert_eq!(sim.requests, 4, "one kernel per key");
+    assert_eq!(sim.lru.len(), 4);
+}
+
+#[test]
+fn the_budget_bounds_an_lru_thrash() {
+    // one key more than the cache holds, in a cycle: LRU evicts each kernel just
+    // before its key comes back, while the keys repeat too often to count as churn
+    let n = 9;
+    let mut sim = Simulation::new(n);
+    let calls = 6400;
+    for k in (0..calls).map(|i| i % n) {
+        sim.call(k);
+    }
+    assert!(!sim.policy.churning(&sim.opts));
+    let bound = budget(&sim.opts) + calls / sim.opts.window;
+    assert!(
+        sim.requests > sim.opts.cache_capacity,
+        "the thrash does compile"
+    );
+    assert!(
+        sim.requests <= bound,
+        "{} requests, bound {bound}",
+        sim.requests
+    );
+}
+
+#[test]
+fn sampled_family_calls_count_toward_churn() {
+    let (opts, cache, r) = (
+        options(),
+        FakeCache::default(),
+        region(RegionKind::Elementwise),
+    );
+    let mut p = SlotPolicy::default();
+    let keys: Vec<Arc<ShapeKey>> = (1..=512).map(key).collect();
+    let mut requests = 0;
+    for k in jitter(512, 3000) {
+        requests += p
+            .family_call(&opts, &cache, SLOT, &r, &keys[k], SERVED)
+            .into_iter()
+            .count();
+    }
+    assert!(p.churning(&opts));
+    assert_eq!(requests, 0);
+    // the workload settles on one batch: the window turns over, and the key's own
+    // kernel is requested
+    let hot = key(7);
+    let reqs: usize = (0..200)
+        .map(|_| {
+            p.family_call(&opts, &cache, SLOT, &r, &hot, SERVED)
+                .into_iter()
+                .count()
+        })
+        .sum();
+    assert!(!p.churning(&opts));
+    assert_eq!(reqs, 1);
+}

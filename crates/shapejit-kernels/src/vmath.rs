@@ -23,28 +23,28 @@ use crate::simd::vector::{Scalar, Simd};
 /// A level's slice kernel: `dst[i] = f(src[i])` for `i < len` (`src == dst` allowed).
 pub type UnaryFn = unsafe extern "C" fn(src: *const f32, dst: *mut f32, len: usize);
 
-/// `dst[i] = f(src[i])`, full vectors then one masked tail.
+/// A per-lane formula, one type per function: entry points call it statically,
+/// so it (and the intrinsics inside) inline into their `#[target_feature]` body.
+trait Formula {
+    fn apply<S: Simd>(s: S, x: S::V) -> S::V;
+}
+
+/// `dst[i] = F(src[i])`, full vectors then one masked tail.
 ///
 /// # Safety
 /// `src..src+len` readable, `dst..dst+len` writable, equal or disjoint.
 #[inline(always)]
-unsafe fn map<S: Simd>(
-    s: S,
-    src: *const f32,
-    dst: *mut f32,
-    len: usize,
-    f: impl Fn(S, S::V) -> S::V,
-) {
+unsafe fn map<S: Simd, F: Formula>(s: S, src: *const f32, dst: *mut f32, len: usize) {
     let mut i = 0;
     // SAFETY: every access is below `len` (the caller's ranges); a lane is read
     // before its store, so in place is fine.
     unsafe {
         while i + S::LANES <= len {
-            s.store(dst.add(i), f(s, s.load(src.add(i))));
+            s.store(dst.add(i), F::apply(s, s.load(src.add(i))));
             i += S::LANES;
         }
         if i < len {
-            let v = f(s, s.load_tail(src.add(i), len - i));
+            let v = F::apply(s, s.load_tail(src.add(i), len - i));
             s.store_tail(dst.add(i), len - i, v);
         }
     }
@@ -95,13 +95,28 @@ macro_rules! unary_kernels {
         }
 
         #[allow(non_snake_case)]
+        mod formula {
+            use super::*;
+            $(
+                /// The formula of the variant of the same name.
+                pub(super) struct $name;
+                impl Formula for $name {
+                    #[inline(always)]
+                    fn apply<S: Simd>(s: S, x: S::V) -> S::V {
+                        $f(s, x)
+                    }
+                }
+            )*
+        }
+
+        #[allow(non_snake_case)]
         mod scalar {
             use super::*;
             $(
                 /// Scalar slice kernel (see [`UnaryFn`]).
                 pub(super) unsafe extern "C" fn $name(src: *const f32, dst: *mut f32, len: usize) {
                     // SAFETY: the caller upholds `UnaryFn`'s contract.
-                    unsafe { map(Scalar, src, dst, len, $f) }
+                    unsafe { map::<_, formula::$name>(Scalar, src, dst, len) }
                 }
             )*
         }
@@ -117,7 +132,7 @@ macro_rules! unary_kernels {
                 pub(super) unsafe extern "C" fn $name(src: *const f32, dst: *mut f32, len: usize) {
                     // SAFETY: only handed out by `Unary::entry` where the CPU has
                     // AVX2 + FMA; the caller upholds `UnaryFn`'s contract.
-                    unsafe { map(Avx2::new(), src, dst, len, $f) }
+                    unsafe { map::<_, formula::$name>(Avx2::new(), src, dst, len) }
                 }
             )*
         }
@@ -133,7 +148,7 @@ macro_rules! unary_kernels {
                 pub(super) unsafe extern "C" fn $name(src: *const f32, dst: *mut f32, len: usize) {
                     // SAFETY: only handed out by `Unary::entry` where the CPU has
                     // AVX-512 F/BW/DQ/VL; the caller upholds `UnaryFn`'s contract.
-                    unsafe { map(Avx512::new(), src, dst, len, $f) }
+                    unsafe { map::<_, formula::$name>(Avx512::new(), src, dst, len) }
                 }
             )*
         }

@@ -7,7 +7,7 @@ mod support;
 
 use shapejit_kernels::elementwise::{binary, unary};
 use shapejit_kernels::matmul::matmul;
-use shapejit_kernels::{StridedShape, View, ViewMut, math, rows};
+use shapejit_kernels::{Level, StridedShape, Unary, View, ViewMut, cpu, math, rows};
 use std::time::Instant;
 
 /// Problem sizes are divided by this in debug builds.
@@ -150,6 +150,18 @@ fn elementwise_throughput() {
     unary_case("sigmoid", &av, &mut out, math::sigmoid);
     unary_case("gelu_erf", &av, &mut out, math::gelu_erf);
     unary_case("gelu_tanh", &av, &mut out, math::gelu_tanh);
+    // the same functions through their slice kernels at each level
+    for &k in Unary::ALL {
+        for level in Level::ALL.into_iter().filter(|&l| cpu::supported(l)) {
+            let secs = time(5, || k.apply_at(level, &a, &mut out).unwrap());
+            assert_eq!(out[9].to_bits(), {
+                let mut one = [0f32; 1];
+                k.apply_at(level, &a[9..10], &mut one).unwrap();
+                one[0].to_bits()
+            });
+            println!("{k:?} slice kernel at {level}: {:.3} ns/elem", secs * 1e9 / n as f64);
+        }
+    }
     // strided (transposed) add
     let side = 2048 / SCALE.min(8);
     let t = View::new(

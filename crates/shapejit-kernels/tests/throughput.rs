@@ -159,7 +159,10 @@ fn elementwise_throughput() {
                 k.apply_at(level, &a[9..10], &mut one).unwrap();
                 one[0].to_bits()
             });
-            println!("{k:?} slice kernel at {level}: {:.3} ns/elem", secs * 1e9 / n as f64);
+            println!(
+                "{k:?} slice kernel at {level}: {:.3} ns/elem",
+                secs * 1e9 / n as f64
+            );
         }
     }
     // strided (transposed) add

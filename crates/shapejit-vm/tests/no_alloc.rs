@@ -82,9 +82,9 @@ fn input(batch: usize) -> Tensor {
 }
 
 /// Allocations the caller's outputs need: the result `Vec`, and per output
-/// tensor its element `Vec`, its shared `Bytes` owner and its shape `Vec`.
+/// tensor its (unshared) element `Vec` and its shape `Vec`.
 const fn output_allocations(n_outputs: usize) -> usize {
-    1 + 3 * n_outputs
+    1 + 2 * n_outputs
 }
 
 #[test]

@@ -42,6 +42,25 @@ pub enum Instr {
         /// one past the last dim; `None` = rank
         end: Option<i64>,
     },
+    /// `shape_check %k[i] ~ %r[j]`: a broadcast shape inference could not prove.
+    /// Dim `j` of `%r` must equal dim `i` of `%k` (the dim the node's output
+    /// type keeps) or be 1; otherwise the run fails with an error naming the
+    /// node, both shapes and both dims with their run-time sizes. Reads only the
+    /// layouts.
+    ShapeCheck {
+        /// the operand whose dim the output type keeps
+        kept: Reg,
+        /// that dim's axis
+        kept_axis: u32,
+        /// the operand whose dim is checked
+        other: Reg,
+        /// that dim's axis
+        other_axis: u32,
+        /// the IR node that broadcasts
+        node: String,
+        /// the symbolic shapes of `kept` and `other` as inference typed them
+        shapes: [Shape; 2],
+    },
     /// `shape_guard slot=S region=R skip=N`: head of a fusible region. A tier-1
     /// executor may run a compiled kernel for the region's input shape key and
     /// continue at `pc + 1 + skip`; otherwise execution falls through into the
@@ -151,6 +170,7 @@ impl Instr {
         match self {
             Instr::ShapeAssert { .. } => "shape_assert",
             Instr::ShapeOf { .. } => "shape_of",
+            Instr::ShapeCheck { .. } => "shape_check",
             Instr::ShapeGuard { .. } => "shape_guard",
             Instr::Op { op, .. } => op.name(),
             Instr::LoadConst { .. } => "load_const",
@@ -175,6 +195,7 @@ impl Instr {
                 srcs.clone()
             }
             Instr::JumpIfFalse { cond, .. } => vec![*cond],
+            Instr::ShapeCheck { kept, other, .. } => vec![*kept, *other],
             Instr::LoopCheck {
                 iter, max, cond, ..
             } => vec![*iter, *max, *cond],
@@ -204,6 +225,7 @@ impl Instr {
             Instr::LoopNext { iter } => vec![*iter],
             Instr::ScanPush { acc, .. } => vec![*acc],
             Instr::ShapeGuard { .. }
+            | Instr::ShapeCheck { .. }
             | Instr::Jump { .. }
             | Instr::JumpIfFalse { .. }
             | Instr::LoopCheck { .. }
@@ -254,6 +276,10 @@ impl Instr {
                 srcs.iter_mut().for_each(|r| *r = f(*r));
             }
             Instr::JumpIfFalse { cond, .. } => *cond = f(*cond),
+            Instr::ShapeCheck { kept, other, .. } => {
+                *kept = f(*kept);
+                *other = f(*other);
+            }
             Instr::LoopBegin { iter } => out(iter, f),
             Instr::ScanInit { acc, .. } => out(acc, f),
             Instr::LoopCheck {

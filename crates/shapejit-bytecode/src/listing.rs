@@ -63,6 +63,13 @@ pub fn instr_text(program: &Program, instr: &Instr) -> String {
                 regs(srcs)
             )
         }
+        Instr::ShapeCheck {
+            kept,
+            kept_axis,
+            other,
+            other_axis,
+            ..
+        } => format!("shape_check {kept}[{kept_axis}] ~ {other}[{other_axis}]"),
         Instr::LoadConst { dst, constant } => format!("{dst} = load_const {constant}"),
         Instr::Move { dst, src } => format!("{dst} = move {src}"),
         Instr::Jump { target } => format!("jump {target}"),
@@ -103,6 +110,24 @@ fn comment(program: &Program, instr: &Instr) -> String {
                 .unwrap_or("?");
             c.map(|c| format!("'{name}' {}{:?}", c.dtype(), c.shape()))
                 .unwrap_or_default()
+        }
+        Instr::ShapeCheck {
+            kept_axis,
+            other_axis,
+            node,
+            shapes,
+            ..
+        } => {
+            let dim = |s: &shapejit_ir::Shape, a: &u32| {
+                s.dims()
+                    .get(*a as usize)
+                    .map_or("?".to_string(), |d| d.to_string())
+            };
+            format!(
+                "'{node}' {} vs {}",
+                dim(&shapes[0], kept_axis),
+                dim(&shapes[1], other_axis)
+            )
         }
         _ => String::new(),
     }

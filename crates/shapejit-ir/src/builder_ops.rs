@@ -295,6 +295,13 @@ impl GraphBuilder {
         self.op(op, &[x])
     }
 
+    /// Slice with bounds computed at run time: `bounds` are `starts`, `ends`
+    /// and optionally `axes`, `steps` (i64 or i32 vectors).
+    pub fn dyn_slice(&mut self, x: ValueId, bounds: &[ValueId]) -> Out {
+        let inputs: Vec<ValueId> = std::iter::once(x).chain(bounds.iter().copied()).collect();
+        self.op(Op::DynSlice, &inputs)
+    }
+
     /// Gathers `indices` along `axis` of `data`.
     pub fn gather(&mut self, data: ValueId, indices: ValueId, axis: i64) -> Out {
         self.op(Op::Gather { axis }, &[data, indices])

@@ -88,6 +88,12 @@ impl Dim {
         self.as_known().is_some()
     }
 
+    /// True when no coefficient is negative: the value is then ≥ 0 whatever
+    /// non-negative sizes the symbols take.
+    pub fn is_nonnegative(&self) -> bool {
+        self.terms.values().all(|&c| c >= 0)
+    }
+
     /// Every symbol the dim mentions, sorted and deduplicated.
     pub fn symbols(&self) -> Vec<Symbol> {
         let mut out: Vec<Symbol> = self.terms.keys().flatten().cloned().collect();

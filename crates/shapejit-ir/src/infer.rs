@@ -12,13 +12,17 @@
 //! panics: every problem is an `Err` saying what was expected and what was found.
 //!
 //! **Invariant:** two symbolic dims are equal only when they are the same
-//! polynomial; broadcasting `batch` against `seq` is an error, not a guess.
+//! polynomial. Where an op needs two dims to be equal and inference cannot prove
+//! it, matmul, concat and the window ops fail to load; elementwise broadcasting
+//! keeps one of them and leaves a run-time check ([`node_checks`]), never a guess.
 
 mod control;
 mod elementwise;
 mod index;
 mod movement;
 mod nn;
+
+pub use elementwise::{BroadcastCheck, broadcast_checks};
 
 use crate::dim::{Dim, Symbol};
 use crate::dtype::DType;
@@ -159,6 +163,7 @@ pub fn infer(op: &Op, inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Vec<I
             axes,
             steps,
         } => one(movement::slice(starts, ends, axes, steps, inputs, ctx)),
+        Op::DynSlice => one(movement::dyn_slice(inputs, ctx)),
         Op::Gather { axis } => one(movement::gather(*axis, inputs)),
         Op::GatherElements { .. } => one(index::gather_elements(inputs)),
         Op::ScatterElements { .. } => one(index::scatter_elements(inputs)),
@@ -188,6 +193,16 @@ pub fn infer(op: &Op, inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Vec<I
             else_branch,
         } => control::if_(then_branch, else_branch, inputs, ctx),
         Op::Loop { body, n_carried } => control::loop_(body, *n_carried, inputs, ctx),
+    }
+}
+
+/// The run-time shape checks a node with these input and output shapes needs
+/// (see [`broadcast_checks`]): elementwise binary ops and `where` broadcast
+/// dims inference could not prove equal; other ops need none.
+pub fn node_checks(op: &Op, inputs: &[&Shape], outputs: &[&Shape]) -> Vec<BroadcastCheck> {
+    match (op, outputs) {
+        (Op::Binary(_) | Op::Where, [out]) => broadcast_checks(inputs, out),
+        _ => Vec::new(),
     }
 }
 

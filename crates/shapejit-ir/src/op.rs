@@ -467,6 +467,11 @@ pub enum Op {
         /// steps (non-zero)
         steps: Vec<i64>,
     },
+    /// [`Op::Slice`] whose bounds are computed at run time (ONNX `Slice` with
+    /// inputs that are not constants, such as ends from `Shape`). Inputs: `x`,
+    /// `starts`, `ends` (i64 or i32, one element per sliced axis), optional
+    /// `axes` (default `0..n`), optional `steps` (default 1).
+    DynSlice,
     /// Gathers along an axis with i64/i32 indices (negative wrap).
     /// Inputs: `data`, `indices`.
     Gather {
@@ -630,6 +635,7 @@ impl Op {
             Op::Concat { .. } => "concat",
             Op::Split { .. } => "split",
             Op::Slice { .. } => "slice",
+            Op::DynSlice => "dyn_slice",
             Op::Gather { .. } => "gather",
             Op::GatherElements { .. } => "gather_elements",
             Op::ScatterElements { .. } => "scatter_elements",

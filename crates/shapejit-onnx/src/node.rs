@@ -245,28 +245,37 @@ impl<'g, 'm> NodeCx<'g, 'm> {
         self.g.consts.get(&v)
     }
 
+    /// The integer contents of `v` when they are known at load: a constant
+    /// integer tensor, or contents shape inference knows as integers.
+    pub fn known_ints(&self, v: ValueId) -> Option<Vec<i64>> {
+        if let Some(t) = self.const_tensor(v) {
+            return match t.dtype() {
+                DType::I64 => t.as_slice::<i64>().map(<[i64]>::to_vec).ok(),
+                DType::I32 => t
+                    .as_slice::<i32>()
+                    .map(|s| s.iter().map(|&x| x as i64).collect())
+                    .ok(),
+                _ => None,
+            };
+        }
+        let known = self.g.builder.value_info(v).known.as_ref()?;
+        known.iter().map(|d| d.as_known()).collect()
+    }
+
     /// The integer contents of an input that an IR op needs as an attribute:
     /// a constant, or a value whose contents shape inference knows.
     pub fn const_ints(&self, v: ValueId, what: &str) -> NodeResult<Vec<i64>> {
-        if let Some(t) = self.const_tensor(v) {
-            return match t.dtype() {
-                DType::I64 => Ok(t.as_slice::<i64>().map(<[i64]>::to_vec).unwrap_or_default()),
-                DType::I32 => Ok(t
-                    .as_slice::<i32>()
-                    .map(|s| s.iter().map(|&x| x as i64).collect())
-                    .unwrap_or_default()),
-                other => Err(self.bad(format!("{what} must be an integer tensor, got {other}"))),
-            };
+        if let Some(values) = self.known_ints(v) {
+            return Ok(values);
         }
         let info = self.g.builder.value_info(v);
+        if let Some(t) = self.const_tensor(v) {
+            return Err(self.bad(format!(
+                "{what} must be an integer tensor, got {}",
+                t.dtype()
+            )));
+        }
         if let Some(dims) = &info.known {
-            if let Some(values) = dims
-                .iter()
-                .map(|d| d.as_known())
-                .collect::<Option<Vec<i64>>>()
-            {
-                return Ok(values);
-            }
             return Err(self.unsupported(format!(
                 "{what} '{}' depends on symbolic dims ({dims:?}); it must be a constant",
                 info.name

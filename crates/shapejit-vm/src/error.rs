@@ -101,6 +101,15 @@ pub enum RunError {
         /// what the op reported
         message: String,
     },
+    /// A `shape_check` failed: two dims shape inference could not prove equal
+    /// (a broadcast) differ at run time.
+    #[error("node '{node}': {message}")]
+    ShapeCheck {
+        /// IR node name
+        node: String,
+        /// both shapes and both dims with their sizes
+        message: String,
+    },
     /// A control-flow condition or loop counter is not a one-element tensor of the right dtype.
     #[error("{pc}: {message}")]
     Control {

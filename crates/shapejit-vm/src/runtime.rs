@@ -111,6 +111,51 @@ fn reg_val(regs: &[Option<RegVal>], r: Reg, pc: usize) -> Result<&RegVal, RunErr
         .ok_or_else(|| internal(pc, format!("{r} is empty")))
 }
 
+/// `shape_check`: dim `other_axis` of `other` must equal dim `kept_axis` of
+/// `kept` or be 1.
+fn shape_check(regs: &[Option<RegVal>], check: &Instr, pc: usize) -> Result<(), RunError> {
+    let Instr::ShapeCheck {
+        kept,
+        kept_axis,
+        other,
+        other_axis,
+        node,
+        shapes,
+    } = check
+    else {
+        return Err(internal(pc, "not a shape_check"));
+    };
+    let size = |r: Reg, axis: u32| {
+        let shape = &reg_val(regs, r, pc)?.layout.shape;
+        shape
+            .get(axis as usize)
+            .copied()
+            .ok_or_else(|| internal(pc, format!("{r} has shape {shape:?}, no axis {axis}")))
+    };
+    let (k, o) = (size(*kept, *kept_axis)?, size(*other, *other_axis)?);
+    if o == k || o == 1 {
+        return Ok(());
+    }
+    let dim = |s: &shapejit_ir::Shape, axis: u32| {
+        s.dims()
+            .get(axis as usize)
+            .map_or_else(|| "?".to_string(), ToString::to_string)
+    };
+    let (kd, od) = (dim(&shapes[0], *kept_axis), dim(&shapes[1], *other_axis));
+    let why = if k == 1 {
+        format!(" (the output type keeps {kd}, so {od} must equal it or be 1)")
+    } else {
+        String::new()
+    };
+    Err(RunError::ShapeCheck {
+        node: node.clone(),
+        message: format!(
+            "cannot broadcast {} with {}: dim {kd} = {k} vs {od} = {o}{why}",
+            shapes[0], shapes[1]
+        ),
+    })
+}
+
 fn tensor_ref<'a>(
     regs: &'a [Option<RegVal>],
     groups: &'a [AlignedBuf],
@@ -352,6 +397,7 @@ impl Runtime {
                     start,
                     end,
                 } => self.shape_of(*dst, *src, *start, *end, pc)?,
+                Instr::ShapeCheck { .. } => shape_check(&self.regs, instr, pc)?,
                 Instr::Op {
                     op,
                     dsts,

@@ -70,6 +70,7 @@ fn may_view(op: &Op) -> bool {
         op,
         Op::Transpose { .. }
             | Op::Slice { .. }
+            | Op::DynSlice
             | Op::Squeeze { .. }
             | Op::Unsqueeze { .. }
             | Op::Flatten { .. }
@@ -150,7 +151,9 @@ impl Emitter {
                     pos = span.end;
                 }
                 _ => {
-                    self.lower_node(&graph.nodes[order[pos]], env)?;
+                    let node = &graph.nodes[order[pos]];
+                    self.emit_checks(graph, node, env)?;
+                    self.lower_node(node, env)?;
                     pos += 1;
                 }
             }
@@ -170,6 +173,7 @@ impl Emitter {
         env: &mut [Option<Reg>],
     ) -> Result<(), LowerError> {
         let first = &graph.nodes[nodes[0]];
+        self.emit_checks(graph, first, env)?;
         let region = RegionId(self.regions.len() as u32);
         let slot = self.new_slot(SlotKind::Region(region), &first.name);
         let guard_pc = self.pc();
@@ -218,6 +222,34 @@ impl Emitter {
             outputs,
             slot,
         });
+        Ok(())
+    }
+
+    /// Emits the node's run-time broadcast checks (`shape_check`) over its operands.
+    fn emit_checks(
+        &mut self,
+        graph: &Graph,
+        node: &Node,
+        env: &[Option<Reg>],
+    ) -> Result<(), LowerError> {
+        for check in node_checks(graph, node) {
+            let operand = |i: usize| {
+                let v = node.inputs[i];
+                let reg = lookup(env, v)
+                    .ok_or_else(|| unsupported(node, format!("input {v:?} is not defined")))?;
+                Ok::<_, LowerError>((reg, graph.value(v).ty.shape.clone()))
+            };
+            let ((kept, kept_shape), (other, other_shape)) =
+                (operand(check.kept)?, operand(check.input)?);
+            self.instrs.push(Instr::ShapeCheck {
+                kept,
+                kept_axis: check.kept_axis as u32,
+                other,
+                other_axis: check.axis as u32,
+                node: node.name.clone(),
+                shapes: [kept_shape, other_shape],
+            });
+        }
         Ok(())
     }
 
@@ -486,6 +518,14 @@ impl Emitter {
         }
         Ok(())
     }
+}
+
+/// The run-time broadcast checks `node` needs, from its recorded types.
+pub(crate) fn node_checks(graph: &Graph, node: &Node) -> Vec<shapejit_ir::infer::BroadcastCheck> {
+    let shapes = |vs: &[ValueId]| -> Vec<&shapejit_ir::Shape> {
+        vs.iter().map(|&v| &graph.value(v).ty.shape).collect()
+    };
+    shapejit_ir::infer::node_checks(&node.op, &shapes(&node.inputs), &shapes(&node.outputs))
 }
 
 fn lookup(env: &[Option<Reg>], v: ValueId) -> Option<Reg> {

@@ -10,6 +10,11 @@
 //! **Invariant:** every node of a span after the first reads a value produced by
 //! an earlier node of the span (the span is connected), and every node's outputs
 //! are f32 or bool (integer shape arithmetic is left to the interpreter).
+//!
+//! **Invariant:** a node that needs run-time shape checks ([`super::node_checks`])
+//! is never inside a span after its first node: its checks are emitted before the
+//! span's guard, where all its operands are defined, and a kernel hit (which skips
+//! the span) cannot skip them.
 
 use crate::instr::RegionKind;
 use shapejit_ir::{DType, Graph, Node, Op, ValueId};
@@ -71,11 +76,12 @@ pub(crate) fn plan(graph: &Graph, order: &[usize]) -> Vec<Span> {
         while end < order.len() {
             let node = &graph.nodes[order[end]];
             let connected = node.inputs.iter().any(|v| produced.contains(v));
-            let joins = match class(graph, node) {
-                Some(Class::Elementwise) => true,
-                Some(Class::Reduction) => kind == RegionKind::Elementwise,
-                Some(Class::Matmul) | None => false,
-            };
+            let joins = super::node_checks(graph, node).is_empty()
+                && match class(graph, node) {
+                    Some(Class::Elementwise) => true,
+                    Some(Class::Reduction) => kind == RegionKind::Elementwise,
+                    Some(Class::Matmul) | None => false,
+                };
             if !(connected && joins) {
                 break;
             }

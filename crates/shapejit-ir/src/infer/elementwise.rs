@@ -1,10 +1,12 @@
 //! Inference for elementwise ops: unary, binary (NumPy broadcasting), where, cast.
 //!
 //! **Invariant:** a broadcast output dim is the common dim of its inputs; a dim
-//! only stretches when it is the known dim 1. In elementwise ops a dim inference
-//! left unknown (a fresh `_dN`) also meets a known dim `k`: the result is `k`,
-//! which holds whenever the op runs (at run time the unknown dim is 1 or `k`, or
-//! the op fails with a shape error).
+//! only stretches when it is the known dim 1. In elementwise ops two dims that
+//! cannot be proven equal (`seq` vs `_d0`, `batch` vs `3`) are not a load error:
+//! the output keeps the more specific one (a known dim, then a named symbol, then
+//! a fresh `_dN`, then the first), and the run checks that the other one equals
+//! it or is 1 ([`broadcast_checks`], lowered to `shape_check`), so the inferred
+//! type holds whenever the run succeeds.
 
 use super::{InferCtx, Inferred, NUMERIC, arity, expect_dtype, expect_same_dtype};
 use crate::dim::Dim;
@@ -13,17 +15,18 @@ use crate::graph::ValueInfo;
 use crate::op::{BinaryOp, UnaryOp};
 use crate::shape::Shape;
 
-/// NumPy broadcasting of two shapes (right-aligned; a dim stretches only from 1).
+/// NumPy broadcasting of two shapes (right-aligned; a dim stretches only from 1;
+/// symbolic dims must be equal).
 pub(crate) fn broadcast(a: &Shape, b: &Shape) -> Result<Shape, String> {
-    broadcast_unknown(a, b, &|_| false)
+    broadcast_with(a, b, None)
 }
 
-/// [`broadcast`], where a dim `unknown` says is unknown meets a known dim as the
-/// known one (see the module invariant).
-fn broadcast_unknown(
+/// [`broadcast`]; with `fresh`, two dims that cannot be proven equal meet as the
+/// more specific one (see the module invariant; `fresh` tells fresh dims apart).
+fn broadcast_with(
     a: &Shape,
     b: &Shape,
-    unknown: &dyn Fn(&Dim) -> bool,
+    fresh: Option<&dyn Fn(&Dim) -> bool>,
 ) -> Result<Shape, String> {
     let rank = a.rank().max(b.rank());
     let one = Dim::known(1);
@@ -37,16 +40,79 @@ fn broadcast_unknown(
             .map_or(&one, |j| &b.dims()[j]);
         let d = if da == db || *db == one {
             da.clone()
-        } else if *da == one || (unknown(da) && db.is_known()) {
+        } else if *da == one {
             db.clone()
-        } else if unknown(db) && da.is_known() {
-            da.clone()
         } else {
-            return Err(format!("cannot broadcast {a} with {b}: dim {da} vs {db}"));
+            match fresh {
+                Some(fresh) if !(da.is_known() && db.is_known()) => {
+                    let specificity = |d: &Dim| match d {
+                        _ if d.is_known() => 0,
+                        _ if fresh(d) => 2,
+                        _ => 1,
+                    };
+                    if specificity(db) < specificity(da) {
+                        db.clone()
+                    } else {
+                        da.clone()
+                    }
+                }
+                _ => return Err(format!("cannot broadcast {a} with {b}: dim {da} vs {db}")),
+            }
         };
         out.push(d);
     }
     Ok(Shape(out))
+}
+
+/// One equality the run must check after an elementwise broadcast that shape
+/// inference could not prove: dim `axis` of input `input` must equal dim
+/// `kept_axis` of input `kept` (the dim the output type keeps) or be 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BroadcastCheck {
+    /// the input whose dim the output keeps
+    pub kept: usize,
+    /// that dim's axis in `kept`
+    pub kept_axis: usize,
+    /// the input whose dim is checked
+    pub input: usize,
+    /// that dim's axis in `input`
+    pub axis: usize,
+}
+
+/// The run-time checks an elementwise node with these input shapes and this
+/// (inferred) output shape needs: for each output dim, every input dim that is
+/// neither the same polynomial nor the known 1 is checked against the input
+/// dim the output kept.
+pub fn broadcast_checks(inputs: &[&Shape], out: &Shape) -> Vec<BroadcastCheck> {
+    let rank = out.rank();
+    let one = Dim::known(1);
+    fn dim_at(s: &Shape, i: usize, rank: usize) -> Option<(usize, &Dim)> {
+        (i + s.rank()).checked_sub(rank).map(|j| (j, &s.dims()[j]))
+    }
+    let mut checks = Vec::new();
+    for (i, o) in out.dims().iter().enumerate() {
+        let Some((kept, kept_axis)) = inputs.iter().enumerate().find_map(|(k, s)| {
+            dim_at(s, i, rank)
+                .filter(|(_, d)| *d == o)
+                .map(|(j, _)| (k, j))
+        }) else {
+            continue;
+        };
+        for (input, s) in inputs.iter().enumerate() {
+            if let Some((axis, d)) = dim_at(s, i, rank)
+                && d != o
+                && *d != one
+            {
+                checks.push(BroadcastCheck {
+                    kept,
+                    kept_axis,
+                    input,
+                    axis,
+                });
+            }
+        }
+    }
+    checks
 }
 
 /// Elementwise unary op: float-only transcendentals, bool-only `not`.
@@ -91,8 +157,8 @@ pub(super) fn binary(
         expect_same_dtype(inputs, 1)?;
         inputs[0].ty.dtype
     };
-    let unknown = |d: &Dim| ctx.is_fresh(d);
-    let shape = broadcast_unknown(&inputs[0].ty.shape, &inputs[1].ty.shape, &unknown)?;
+    let fresh = |d: &Dim| ctx.is_fresh(d);
+    let shape = broadcast_with(&inputs[0].ty.shape, &inputs[1].ty.shape, Some(&fresh))?;
     if op.is_comparison() {
         return Ok(Inferred::new(DType::Bool, shape));
     }
@@ -139,9 +205,9 @@ pub(super) fn where_(inputs: &[&ValueInfo], ctx: &InferCtx) -> Result<Inferred, 
             inputs[2].ty.dtype
         ));
     }
-    let unknown = |d: &Dim| ctx.is_fresh(d);
-    let xy = broadcast_unknown(&inputs[1].ty.shape, &inputs[2].ty.shape, &unknown)?;
-    let shape = broadcast_unknown(&inputs[0].ty.shape, &xy, &unknown)?;
+    let fresh = |d: &Dim| ctx.is_fresh(d);
+    let xy = broadcast_with(&inputs[1].ty.shape, &inputs[2].ty.shape, Some(&fresh))?;
+    let shape = broadcast_with(&inputs[0].ty.shape, &xy, Some(&fresh))?;
     Ok(Inferred::new(dtype, shape))
 }
 

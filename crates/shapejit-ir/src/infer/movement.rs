@@ -350,6 +350,85 @@ pub(super) fn slice(
     Ok(Inferred::with_known(inputs[0].ty.dtype, Shape(dims), known))
 }
 
+/// The length and known contents of a rank-1 integer operand of `dyn_slice`.
+fn bounds_operand(inputs: &[&ValueInfo], idx: usize) -> Result<(usize, Option<Vec<Dim>>), String> {
+    expect_dtype(inputs, idx, &INTEGER)?;
+    expect_rank(inputs, idx, 1)?;
+    let len_dim = &inputs[idx].ty.shape.dims()[0];
+    let len = len_dim
+        .as_known()
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|&n| n <= MAX_RANK)
+        .ok_or_else(|| {
+            format!("input {idx} has length {len_dim}, expected a known length up to {MAX_RANK}")
+        })?;
+    let known = inputs[idx].known.clone().filter(|k| k.len() == len);
+    Ok((len, known))
+}
+
+/// `dyn_slice`: with bounds whose contents are all known integers, exactly
+/// [`slice`]; otherwise each sliced axis keeps its dim when the window provably
+/// covers it (start 0, step 1, end the dim itself or beyond any size) and gets a
+/// fresh dim else (its length depends on values only the run sees). Unknown axes
+/// make every dim fresh.
+pub(super) fn dyn_slice(inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Inferred, String> {
+    arity(inputs, 3, 5)?;
+    let mut operands = Vec::with_capacity(4);
+    for idx in 1..inputs.len() {
+        operands.push(bounds_operand(inputs, idx)?);
+    }
+    let n = operands[0].0;
+    if let Some((i, (len, _))) = operands.iter().enumerate().find(|(_, (len, _))| *len != n) {
+        return Err(format!(
+            "input {} has {len} elements, expected {n} (as starts)",
+            i + 1
+        ));
+    }
+    let ints = |i: usize| -> Option<Vec<i64>> {
+        operands.get(i).map_or(Some(Vec::new()), |(_, known)| {
+            known.as_ref()?.iter().map(Dim::as_known).collect()
+        })
+    };
+    if let (Some(starts), Some(ends), Some(axes), Some(steps)) =
+        (ints(0), ints(1), ints(2), ints(3))
+    {
+        return slice(&starts, &ends, &axes, &steps, &inputs[..1], ctx);
+    }
+    let shape = &inputs[0].ty.shape;
+    let Some(axes) = ints(2) else {
+        let dims = (0..shape.rank()).map(|_| ctx.fresh_dim()).collect();
+        return Ok(Inferred::new(inputs[0].ty.dtype, Shape(dims)));
+    };
+    let axes = if axes.is_empty() {
+        norm_axes(&(0..n as i64).collect::<Vec<_>>(), shape.rank())?
+    } else {
+        norm_axes(&axes, shape.rank())?
+    };
+    let element = |i: usize, j: usize| {
+        operands
+            .get(i)
+            .and_then(|(_, k)| k.as_ref())
+            .map(|k| k[j].clone())
+    };
+    let mut dims = shape.dims().to_vec();
+    for (j, &axis) in axes.iter().enumerate() {
+        let step = if operands.len() > 3 {
+            element(3, j)
+        } else {
+            Some(Dim::known(1))
+        };
+        let big = i64::MAX / 2;
+        let whole = step == Some(Dim::known(1))
+            && element(0, j) == Some(Dim::known(0))
+            && element(1, j)
+                .is_some_and(|end| end == dims[axis] || end.as_known().is_some_and(|e| e >= big));
+        if !whole {
+            dims[axis] = ctx.fresh_dim();
+        }
+    }
+    Ok(Inferred::new(inputs[0].ty.dtype, Shape(dims)))
+}
+
 /// Gather along an axis: `data[..axis] + indices.shape + data[axis+1..]`.
 pub(super) fn gather(axis: i64, inputs: &[&ValueInfo]) -> Result<Inferred, String> {
     arity(inputs, 2, 2)?;
@@ -519,6 +598,10 @@ pub(super) fn constant_of_shape(
 }
 
 /// `range(start, limit, delta)`: length `max(0, ceil((limit - start) / delta))`.
+/// With known integer bounds the length is known; with symbolic ones it is
+/// proven when `(limit - start) / delta` is a polynomial that cannot be negative
+/// (`range(0, seq, 1)` has length `seq`, `range(seq - 1, -1, -1)` too); otherwise
+/// it is a fresh dim.
 pub(super) fn range(inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Inferred, String> {
     arity(inputs, 3, 3)?;
     let dtype = expect_dtype(inputs, 0, &super::NUMERIC)?;
@@ -526,18 +609,33 @@ pub(super) fn range(inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Inferre
         expect_same_dtype(inputs, idx)?;
         expect_rank(inputs, idx, 0)?;
     }
-    let scalar = |i: usize| known_ints(inputs[i]).and_then(|k| k.first().copied());
-    let len = match (scalar(0), scalar(1), scalar(2)) {
+    let scalar = |i: usize| {
+        let known = inputs[i].known.as_ref()?;
+        (known.len() == 1).then(|| known[0].clone())
+    };
+    let len = match (scalar(0), scalar(1), scalar(2).and_then(|d| d.as_known())) {
         (_, _, Some(0)) => return Err("delta is 0, expected a non-zero delta".into()),
-        (Some(s), Some(l), Some(d)) => {
-            // ceil(x / d) with d made positive: (x + d - 1) floor-divided by d.
-            let (x, d) = (
-                (l as i128 - s as i128) * (d as i128).signum(),
-                (d as i128).abs(),
-            );
-            let n = (x + d - 1).div_euclid(d).max(0);
-            Dim::known(i64::try_from(n).map_err(|_| "range length overflows")?)
-        }
+        (Some(start), Some(limit), Some(delta)) => match (start.as_known(), limit.as_known()) {
+            (Some(s), Some(l)) => {
+                // ceil(x / d) with d made positive: (x + d - 1) floor-divided by d.
+                let (x, d) = (
+                    (l as i128 - s as i128) * (delta as i128).signum(),
+                    (delta as i128).abs(),
+                );
+                let n = (x + d - 1).div_euclid(d).max(0);
+                Dim::known(i64::try_from(n).map_err(|_| "range length overflows")?)
+            }
+            _ => {
+                let span = if delta > 0 {
+                    limit - start
+                } else {
+                    start - limit
+                };
+                span.div_exact(delta.unsigned_abs().try_into().unwrap_or(i64::MAX))
+                    .filter(Dim::is_nonnegative)
+                    .unwrap_or_else(|| ctx.fresh_dim())
+            }
+        },
         _ => ctx.fresh_dim(),
     };
     Ok(Inferred::new(dtype, Shape(vec![len])))

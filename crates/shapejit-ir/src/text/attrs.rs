@@ -186,6 +186,7 @@ pub(super) fn attrs_of(op: &Op) -> Vec<(&'static str, AttrValue)> {
         | Op::Where
         | Op::MatMul
         | Op::Expand
+        | Op::DynSlice
         | Op::Tile
         | Op::Size
         | Op::Constant { .. }
@@ -519,6 +520,7 @@ pub(super) fn op_from(
                 reduction: a.reduction()?,
             },
             "expand" => Op::Expand,
+            "dyn_slice" => Op::DynSlice,
             "tile" => Op::Tile,
             "pad" => Op::Pad {
                 pads: a.ints("pads", None)?,

@@ -131,7 +131,10 @@ pub fn split(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     )
 }
 
-/// `Slice`: attributes before opset 10, constant inputs from 10.
+/// `Slice`: attributes before opset 10, inputs from 10. Bounds whose values
+/// are known at load (constants, or shape arithmetic over known dims) make a
+/// static `slice`; bounds computed at run time (ends from `Shape` of a dynamic
+/// input) make a `dyn_slice`.
 pub fn slice(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let x = cx.input(0)?;
     let (starts, ends, axes, steps) = if cx.opset() < 10 {
@@ -141,13 +144,26 @@ pub fn slice(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         };
         (req("starts")?, req("ends")?, cx.attr_ints("axes")?, None)
     } else {
-        let arg = |i: usize, what: &str| match cx.opt_input(i)? {
-            Some(v) => cx.const_ints(v, what).map(Some),
-            None => Ok(None),
-        };
-        let starts = arg(1, "starts")?.ok_or_else(|| cx.bad("input 'starts' is required"))?;
-        let ends = arg(2, "ends")?.ok_or_else(|| cx.bad("input 'ends' is required"))?;
-        (starts, ends, arg(3, "axes")?, arg(4, "steps")?)
+        let bounds = [1, 2, 3, 4]
+            .map(|i| cx.opt_input(i))
+            .into_iter()
+            .collect::<NodeResult<Vec<Option<ValueId>>>>()?;
+        let known: Vec<Option<Vec<i64>>> = bounds
+            .iter()
+            .map(|b| b.and_then(|v| cx.known_ints(v)))
+            .collect();
+        if bounds
+            .iter()
+            .zip(&known)
+            .any(|(b, k)| b.is_some() && k.is_none())
+        {
+            return dyn_slice(cx, x, &bounds);
+        }
+        let mut known = known.into_iter();
+        let mut next = || known.next().flatten();
+        let starts = next().ok_or_else(|| cx.bad("input 'starts' is required"))?;
+        let ends = next().ok_or_else(|| cx.bad("input 'ends' is required"))?;
+        (starts, ends, next(), next())
     };
     let n = starts.len();
     let axes = axes.unwrap_or_else(|| (0..n as i64).collect());
@@ -169,6 +185,36 @@ pub fn slice(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         },
         &[x],
     )?])
+}
+
+/// A `Slice` whose bounds are computed at run time: `dyn_slice` over
+/// `starts`, `ends` and, when given, `axes` (`0..n` when only `steps` is) and `steps`.
+fn dyn_slice(cx: &mut NodeCx, x: ValueId, bounds: &[Option<ValueId>]) -> NodeResult<Vec<ValueId>> {
+    let (Some(starts), Some(ends)) = (bounds[0], bounds[1]) else {
+        return Err(cx.bad("inputs 'starts' and 'ends' are required"));
+    };
+    let mut inputs = vec![x, starts, ends];
+    match (bounds[2], bounds[3]) {
+        (None, None) => {}
+        (Some(axes), None) => inputs.push(axes),
+        (axes, Some(steps)) => {
+            let axes = match axes {
+                Some(a) => a,
+                None => {
+                    let n = cx
+                        .ty(starts)
+                        .shape
+                        .dims()
+                        .first()
+                        .and_then(|d| d.as_known());
+                    let n = n.ok_or_else(|| cx.bad("'starts' must be a vector of known length"))?;
+                    cx.const_i64s((0..n).collect())
+                }
+            };
+            inputs.extend([axes, steps]);
+        }
+    }
+    Ok(vec![cx.op(Op::DynSlice, &inputs)?])
 }
 
 /// `Gather(axis = 0)`.

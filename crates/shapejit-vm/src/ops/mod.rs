@@ -214,6 +214,7 @@ pub fn output_types(op: &Op, inputs: &[TensorRef]) -> Result<OutTypes, OpError> 
         | Op::Unsqueeze { .. }
         | Op::Flatten { .. }
         | Op::Slice { .. }
+        | Op::DynSlice
         | Op::Expand
         | Op::Identity => single(OutType::new(
             inputs.first().map_or(DType::F32, |t| t.dtype),
@@ -337,6 +338,7 @@ pub fn execute(
         | Op::Unsqueeze { .. }
         | Op::Flatten { .. }
         | Op::Slice { .. }
+        | Op::DynSlice
         | Op::Expand
         | Op::Identity => shape::materialize(op, inputs, &mut outputs[0]),
         Op::Concat { axis } => data::concat(op, *axis, inputs, &mut outputs[0]),

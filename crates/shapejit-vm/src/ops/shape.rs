@@ -29,6 +29,7 @@ pub(crate) fn is_view_op(op: &Op) -> bool {
             | Op::Unsqueeze { .. }
             | Op::Flatten { .. }
             | Op::Slice { .. }
+            | Op::DynSlice
             | Op::Expand
             | Op::Identity
     )
@@ -48,12 +49,12 @@ pub(crate) fn view_op_shape(op: &Op, inputs: &[TensorRef]) -> Result<Dims, OpErr
 /// The output layout over input 0's buffer; `Ok(None)` for reshape/flatten of a
 /// non-contiguous input (those need a copy).
 pub(crate) fn view_layout(op: &Op, inputs: &[TensorRef]) -> Result<Option<Layout>, OpError> {
-    let n_inputs = if matches!(op, Op::Reshape { .. } | Op::Expand) {
-        2
-    } else {
-        1
+    let (min, max) = match op {
+        Op::Reshape { .. } | Op::Expand => (2, 2),
+        Op::DynSlice => (3, 5),
+        _ => (1, 1),
     };
-    arity(op, inputs, n_inputs, n_inputs)?;
+    arity(op, inputs, min, max)?;
     let l = inputs[0].layout;
     let res = match op {
         Op::Reshape { allowzero } => reshaped(l, reshape_shape(op, inputs, *allowzero)?),
@@ -68,6 +69,17 @@ pub(crate) fn view_layout(op: &Op, inputs: &[TensorRef]) -> Result<Option<Layout
             axes,
             steps,
         } => Some(sliced(op, l, starts, ends, axes, steps)?),
+        Op::DynSlice => {
+            let operand = |i: usize| {
+                if i < inputs.len() {
+                    read_ints(op, inputs, i)
+                } else {
+                    Ok(Ints::new())
+                }
+            };
+            let (starts, ends) = (operand(1)?, operand(2)?);
+            Some(sliced(op, l, &starts, &ends, &operand(3)?, &operand(4)?)?)
+        }
         Op::Expand => Some(expanded(op, l, &read_ints(op, inputs, 1)?)?),
         _ => return Err(shape_err(op, "not a view op (internal bug)".into())),
     };

@@ -7,6 +7,11 @@
 //! `packed/…` runs the same products through `shapejit_kernels::packed` with the right
 //! operand packed once (what JIT matmul kernels do with constant weights).
 //!
+//! `sweep/…` times both paths at every reference product — the built-in transformer's
+//! projections at M = 32·B (B = 1, 4, 16, 64) and the MLP's layers at M = B — which is
+//! what `shapejit_kernels::packed::packed_pays` is chosen from; `attention/…` the
+//! transformer's batched per-head products (B·8 products of 32×32×32 at B = 64).
+//!
 //! Criterion's throughput is in FLOP (2·M·N·K per product): read `Gelem/s` as GFLOP/s.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -58,5 +63,73 @@ fn gemm(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, gemm);
+fn sweep(c: &mut Criterion) {
+    let mut group = c.benchmark_group("sweep");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    let transformer = [1, 4, 16, 64]
+        .into_iter()
+        .flat_map(|b| [(32 * b, 256, 256), (32 * b, 256, 1024), (32 * b, 1024, 256)]);
+    let mlp = [1, 4, 16, 64]
+        .into_iter()
+        .flat_map(|b| [(b, 512, 1024), (b, 1024, 1024), (b, 1024, 10)]);
+    for (m, k, n) in transformer.chain(mlp) {
+        let a: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 * 0.01).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 * 0.01).collect();
+        let mut out = vec![0f32; m * n];
+        let name = format!("{m}x{k}x{n}");
+        group.throughput(Throughput::Elements(2 * (m * n * k) as u64));
+        group.bench_function(BenchmarkId::new("gemm", &name), |bench| {
+            bench.iter(|| {
+                let av = View::contiguous(&a, &[m, k]).expect("a fits");
+                let bv = View::contiguous(&b, &[k, n]).expect("b fits");
+                let mut ov = ViewMut::contiguous(&mut out, &[m, n]).expect("out fits");
+                matmul(&mut ov, &av, &bv, 1.0, false).expect("shapes agree");
+                black_box(&out);
+            })
+        });
+        let packed = PackedB::pack(&View::contiguous(&b, &[k, n]).expect("b fits")).expect("packs");
+        group.bench_function(BenchmarkId::new("packed", &name), |bench| {
+            bench.iter(|| {
+                let av = View::contiguous(&a, &[m, k]).expect("a fits");
+                matmul_packed(&mut out, &av, &packed, 1.0).expect("shapes agree");
+                black_box(&out);
+            })
+        });
+    }
+    group.finish();
+}
+
+fn attention(c: &mut Criterion) {
+    let mut group = c.benchmark_group("attention");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(2));
+    let (products, s, d) = (64 * 8, 32, 32);
+    let q: Vec<f32> = (0..products * s * d)
+        .map(|i| (i % 13) as f32 * 0.01)
+        .collect();
+    let kt: Vec<f32> = (0..products * d * s)
+        .map(|i| (i % 7) as f32 * 0.01)
+        .collect();
+    let mut out = vec![0f32; products * s * s];
+    group.throughput(Throughput::Elements(2 * (products * s * s * d) as u64));
+    group.bench_function(
+        BenchmarkId::new("batched", format!("{products}x{s}x{d}x{s}")),
+        |bench| {
+            bench.iter(|| {
+                let qv = View::contiguous(&q, &[products, s, d]).expect("q fits");
+                let kv = View::contiguous(&kt, &[products, d, s]).expect("k fits");
+                let mut ov = ViewMut::contiguous(&mut out, &[products, s, s]).expect("out fits");
+                matmul(&mut ov, &qv, &kv, 1.0, false).expect("shapes agree");
+                black_box(&out);
+            })
+        },
+    );
+    group.finish();
+}
+
+criterion_group!(benches, gemm, sweep, attention);
 criterion_main!(benches);

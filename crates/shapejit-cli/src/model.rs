@@ -2,7 +2,8 @@
 //! options the command line selects.
 //!
 //! **Invariant:** the options passed here are the ones the module runs with, apart
-//! from the documented environment override `SHAPEJIT_JIT=0`.
+//! from the documented environment override `SHAPEJIT_JIT=0` (`SHAPEJIT_THREADS=N`
+//! is only the default of `--threads`).
 
 use anyhow::{Context, Result};
 use shapejit::{CompileMode, Module, Options, Tier};
@@ -28,8 +29,8 @@ pub enum CompileArg {
     Off,
 }
 
-/// Options for a tier and compile mode (everything else at its default).
-pub fn options(tier: TierArg, compile: CompileArg) -> Options {
+/// Options for a tier, compile mode and `--threads` (everything else at its default).
+pub fn options(tier: TierArg, compile: CompileArg, threads: Option<usize>) -> Options {
     let tier = match tier {
         TierArg::Interp => Tier::Interp,
         TierArg::Jit => Tier::Jit,
@@ -39,10 +40,20 @@ pub fn options(tier: TierArg, compile: CompileArg) -> Options {
         CompileArg::Sync => CompileMode::Sync,
         CompileArg::Off => CompileMode::Off,
     };
+    let defaults = Options::default();
     Options {
         tier,
         compile,
-        ..Options::default()
+        threads: threads.unwrap_or(defaults.threads),
+        ..defaults
+    }
+}
+
+/// `--threads N`: a positive thread count for the intra-op pool.
+pub fn parse_threads(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("'{text}' is not a positive thread count")),
     }
 }
 

@@ -47,6 +47,9 @@ pub struct Args {
     /// seed of the random inputs
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// intra-op threads, the calling thread included (default: all cores)
+    #[arg(long, value_name = "N", value_parser = crate::model::parse_threads)]
+    threads: Option<usize>,
 }
 
 fn parse_input(text: &str) -> Result<(String, PathBuf), String> {
@@ -158,8 +161,14 @@ fn stats_table(stats: &Stats) -> String {
     let g = &stats.global;
     out.push_str(&format!("{}\n", cpu_line()));
     out.push_str(&format!(
-        "compile queue {}, dropped requests {}, live code {} bytes, packed weights {} bytes\n",
-        g.queue_depth, g.dropped_requests, g.live_code_bytes, g.packed_weight_bytes
+        "compile queue {}, dropped requests {}, live code {} bytes, packed weights {} bytes\n\
+         {} thread(s), {} op(s) run in pieces\n",
+        g.queue_depth,
+        g.dropped_requests,
+        g.live_code_bytes,
+        g.packed_weight_bytes,
+        g.threads,
+        g.split_ops
     ));
     out
 }
@@ -172,8 +181,10 @@ pub fn cpu_line() -> String {
 
 /// Runs the command.
 pub fn main(args: Args) -> Result<()> {
-    let (module, setup) =
-        crate::model::load(&args.model, crate::model::options(args.tier, args.compile))?;
+    let (module, setup) = crate::model::load(
+        &args.model,
+        crate::model::options(args.tier, args.compile, args.threads),
+    )?;
     let inputs = make_inputs(&module, &args)?;
     let alloc_before = profile::arena_alloc_us();
     let mut rt = module.runtime();
@@ -225,6 +236,7 @@ pub fn main(args: Args) -> Result<()> {
             "setup_ms": setup.as_secs_f64() * 1e3,
             "first_iteration_us": first_us,
             "mean_us": wall_us / args.iters as f64,
+            "threads": module.vm().options().threads,
             "outputs": docs,
         });
         if args.stats {
@@ -238,11 +250,12 @@ pub fn main(args: Args) -> Result<()> {
     }
     let mut text = lines.join("\n");
     text.push_str(&format!(
-        "\n{} run(s): first {:.1} µs, mean {:.1} µs (setup {:.2} ms)\n",
+        "\n{} run(s): first {:.1} µs, mean {:.1} µs (setup {:.2} ms, {} thread(s))\n",
         args.iters,
         first_us,
         wall_us / args.iters as f64,
-        setup.as_secs_f64() * 1e3
+        setup.as_secs_f64() * 1e3,
+        module.vm().options().threads
     ));
     if let (true, Some(stats)) = (args.stats, &stats) {
         text.push_str(&format!("\n{}", stats_table(stats)));

@@ -47,7 +47,7 @@ pub use error::JitError;
 pub use isa::check_host;
 pub use kernel::{CompiledCode, live_code_bytes, live_kernels};
 pub use layout::{InputLayout, ShapeMode, contiguous_strides, required_len};
-pub use matmul::{MatMulEpilogueSpec, MatMulKernel, PACKED_MAX_ROWS, compile_matmul_epilogue};
+pub use matmul::{MatMulEpilogueSpec, MatMulKernel, compile_matmul_epilogue};
 pub use program::{BinaryOp, CmpOp, InputId, Op, Program, UnaryOp, ValueId, ValueType};
 pub use row::{MAX_ROW_DIMS, RowInput, RowKernel, RowOp, RowSpec, compile_row};
 pub use tier::{JitHandle, jit_module, make_executor};

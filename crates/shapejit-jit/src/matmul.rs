@@ -8,11 +8,10 @@
 //! kernel's aliasing rule allows (output = input 0 with the same contiguous layout).
 //!
 //! A kernel whose right operand is a constant (weights) can hold it packed
-//! ([`MatMulKernel::with_packed_weights`]): products with 2 to [`PACKED_MAX_ROWS`] − 1
-//! rows then run `shapejit_kernels::packed` instead of re-packing the weights inside
-//! `gemm` on every call (1.4–2× on small products, `cargo run --release -p
-//! shapejit-kernels --example packed_vs_gemm`); larger ones keep `gemm`, which is as
-//! fast there, and so do single rows (a matrix-vector product, where `gemm` is faster).
+//! ([`MatMulKernel::with_packed_weights`]): products for which
+//! `shapejit_kernels::packed::packed_pays` holds then run `shapejit_kernels::packed`
+//! instead of re-packing the weights inside `gemm` on every call (the interpreter
+//! chooses by the same rule).
 //!
 //! **Invariant:** the output is written twice: by the GEMM, then element by element
 //! by the epilogue; nothing else reads it in between.
@@ -21,7 +20,7 @@
 
 use std::sync::Arc;
 
-use shapejit_kernels::packed::{PackedB, matmul_packed};
+use shapejit_kernels::packed::{PackedB, matmul_packed, packed_pays};
 use shapejit_kernels::{View, ViewMut, matmul::matmul};
 
 use crate::elementwise::{ElementwiseKernel, ElementwiseSpec, compile_elementwise};
@@ -46,12 +45,6 @@ pub struct MatMulEpilogueSpec {
     /// layouts of the extra inputs, strides relative to `out_shape`
     pub extra_inputs: Vec<InputLayout>,
 }
-
-/// Products with at least this many rows use `gemm` even when the weights are packed
-/// (measured: from ~256 rows on, `gemm`'s own packing is amortized and it is as fast).
-pub const PACKED_MAX_ROWS: usize = 256;
-/// Products with fewer rows use `gemm` too (one row: 0.66× of `gemm`, two: 1.4×).
-const PACKED_MIN_ROWS: usize = 2;
 
 /// A compiled matmul + epilogue.
 #[derive(Debug)]
@@ -165,16 +158,16 @@ impl MatMulKernel {
     }
 
     /// The packed weights, when this call may use them: `b` is the view they came
-    /// from and `a` is a rank-2 `[rows, k]` with 2 to [`PACKED_MAX_ROWS`] − 1 rows
-    /// whose product has `numel` elements.
+    /// from, `a` is a rank-2 `[rows, k]` whose product has `numel` elements, and
+    /// `packed_pays` holds for the product.
     fn packed_for(&self, a: &View<f32>, b: &View<f32>, numel: usize) -> Option<&PackedB> {
         let weights = self.packed.as_ref()?;
         let rows = match a.shape() {
             &[rows, _] => rows,
             _ => return None,
         };
-        let fits = (PACKED_MIN_ROWS..PACKED_MAX_ROWS).contains(&rows)
-            && rows * weights.packed.n() == numel;
+        let (k, n) = (weights.packed.k(), weights.packed.n());
+        let fits = packed_pays(rows, k, n) && rows * n == numel;
         (fits && weights.source.is(b)).then_some(&*weights.packed)
     }
 

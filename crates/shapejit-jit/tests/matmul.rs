@@ -10,10 +10,10 @@ use common::{Rng, eval64};
 use std::sync::Arc;
 
 use shapejit_jit::{
-    BinaryOp, InputLayout, JitError, MatMulEpilogueSpec, PACKED_MAX_ROWS, Program, ShapeMode,
-    UnaryOp, compile_matmul_epilogue,
+    BinaryOp, InputLayout, JitError, MatMulEpilogueSpec, Program, ShapeMode, UnaryOp,
+    compile_matmul_epilogue,
 };
-use shapejit_kernels::packed::PackedB;
+use shapejit_kernels::packed::{PACKED_MAX_ROWS, PackedB};
 use shapejit_kernels::{StridedShape, View};
 
 fn bias_gelu_residual() -> Program {

@@ -1,12 +1,65 @@
 //! Batched matrix products on the `gemm` crate, reading operands through their
 //! real row/column strides (transposed or broadcast views need no copy).
 //!
+//! Small products (at most [`SMALL_MAX`] multiply-adds, such as attention's
+//! 32×32×32 per head) skip `gemm`, whose per-call setup dominates them: `b` is packed
+//! into a per-thread buffer and the product runs on `crate::packed`'s micro-kernel.
+//!
 //! **Invariant:** single-threaded (`Parallelism::None`): the Runtime owns threading.
 //! **Invariant:** `gemm` only touches elements inside the views' checked extents.
+//! **Invariant:** which path a product takes depends only on its shape and strides.
 
 use crate::error::KernelError;
-use crate::view::{View, ViewMut};
+use crate::packed::{PackedRef, matmul_packed_ref};
+use crate::view::{StridedShape, View, ViewMut};
 use crate::walk::walk;
+use std::cell::RefCell;
+
+/// Products of at most this many multiply-adds (`m·n·k`, `m` ≥ 2, output rows
+/// contiguous, no accumulation) run on the packed micro-kernel.
+pub const SMALL_MAX: usize = 64 * 64 * 64;
+
+thread_local! {
+    /// Panels of the current small product's `b` (grows only).
+    static SMALL_B: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The operands of one small product.
+struct Small<'a> {
+    a: &'a [f32],
+    a_at: (isize, isize, isize),
+    b: &'a [f32],
+    b_at: (isize, isize, isize),
+}
+
+/// `out[..m·n] = alpha · a @ b` on the packed micro-kernel, `(offset, row stride,
+/// column stride)` per operand; `false` when the operands do not form views (then
+/// nothing was written).
+fn small_product(
+    out: &mut [f32],
+    ops: &Small,
+    (m, k, n): (usize, usize, usize),
+    alpha: f32,
+) -> bool {
+    let view = |data, (at, rs, cs): (isize, isize, isize), rows, cols| {
+        let at = usize::try_from(at).ok()?;
+        View::new(data, StridedShape::new(&[rows, cols], &[rs, cs], at).ok()?).ok()
+    };
+    let (Some(a), Some(b)) = (view(ops.a, ops.a_at, m, k), view(ops.b, ops.b_at, k, n)) else {
+        return false;
+    };
+    SMALL_B
+        .try_with(|buf| {
+            let mut buf = buf.borrow_mut();
+            let len = PackedRef::len_for(k, n);
+            if buf.len() < len {
+                buf.resize(len, 0.0);
+            }
+            PackedRef::pack_into(&b, &mut buf)
+                .is_ok_and(|packed| matmul_packed_ref(out, &a, packed, alpha).is_ok())
+        })
+        .unwrap_or(false)
+}
 
 /// `out = alpha · a @ b (+ out if accumulate)` for every batch index.
 ///
@@ -104,6 +157,24 @@ pub fn matmul(
                         }
                     }
                     continue;
+                }
+                let small = !accumulate
+                    && m >= 2
+                    && m * n * k <= SMALL_MAX
+                    && dst_cs == 1
+                    && dst_rs == n as isize
+                    && o >= 0;
+                if small {
+                    let operands = Small {
+                        a: ad,
+                        a_at: (x, lhs_rs, lhs_cs),
+                        b: bd,
+                        b_at: (y, rhs_rs, rhs_cs),
+                    };
+                    let o = o as usize;
+                    if small_product(&mut dst[o..o + m * n], &operands, (m, k, n), alpha) {
+                        continue;
+                    }
                 }
                 // SAFETY: `o`, `x`, `y` are the offsets of element [0, 0] of this batch's
                 // matrices, and every `base + i·rs + j·cs` for i < rows, j < cols lies in

@@ -27,6 +27,19 @@ pub const KC: usize = 256;
 /// Rows of `a` per cache block (its `MC × KC` slice stays in L2 across the panels).
 const MC: usize = 16 * MR;
 
+/// Products with at least this many rows run as fast on `gemm` (its own packing of
+/// the right operand is amortized over the rows).
+pub const PACKED_MAX_ROWS: usize = 256;
+
+/// Whether an `[m, k] @ [k, n]` product with `b` already packed is faster through
+/// [`matmul_packed`] than through `gemm` (`crate::matmul::matmul`), measured at the
+/// reference shapes (`cargo bench -p shapejit-benches --bench gemm`, `sweep/…`): from
+/// 2 rows (one row is a matrix-vector product, where `gemm` is faster) to
+/// [`PACKED_MAX_ROWS`] − 1. Both tiers choose by this one rule.
+pub fn packed_pays(m: usize, _k: usize, _n: usize) -> bool {
+    (2..PACKED_MAX_ROWS).contains(&m)
+}
+
 /// A `[k, n]` matrix packed into column panels.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PackedB {

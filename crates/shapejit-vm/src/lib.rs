@@ -31,11 +31,13 @@ pub mod hook;
 pub mod module;
 pub mod ops;
 pub mod options;
+pub mod pool;
 pub mod profile;
 pub mod runtime;
 pub mod shape_key;
 pub mod stats;
 pub mod tensor;
+pub mod weights;
 
 pub use error::{InputError, RunError};
 pub use hook::{GuardCtx, RegionExecutor, RegionKernel};

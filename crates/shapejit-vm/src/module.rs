@@ -6,11 +6,13 @@
 
 use crate::hook::RegionExecutor;
 use crate::options::{Options, Tier};
+use crate::pool::Pool;
 use crate::profile::{GlobalCounters, SlotCounters, SlotProfile};
 use crate::runtime::Runtime;
 use crate::stats::{Stats, snapshot};
+use crate::weights::PackedWeights;
 use shapejit_bytecode::{GroupId, Instr, Program, VerifyError};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Every counter of a module: per slot and global.
 #[derive(Debug, Default)]
@@ -29,6 +31,8 @@ pub struct ExecutorEnv<'a> {
     pub options: &'a Options,
     /// the module's counters (the JIT fills compile and eviction counts)
     pub counters: &'a Arc<Counters>,
+    /// the module's packed constant matrices (shared with the interpreter)
+    pub packed: &'a Arc<PackedWeights>,
 }
 
 pub(crate) struct ModuleInner {
@@ -39,6 +43,18 @@ pub(crate) struct ModuleInner {
     pub executor: Option<Arc<dyn RegionExecutor>>,
     /// per region, the storage group of each output register
     pub region_out_groups: Vec<Vec<GroupId>>,
+    /// the intra-op pool, started by the first op that splits (`threads` > 1 only)
+    pool: OnceLock<Pool>,
+    /// constant matrices packed for both tiers' products
+    pub packed: Arc<PackedWeights>,
+}
+
+impl ModuleInner {
+    /// The intra-op pool (`None` with one thread: pieces run on the caller).
+    pub(crate) fn pool(&self) -> Option<&Pool> {
+        (self.options.threads > 1)
+            .then(|| self.pool.get_or_init(|| Pool::new(self.options.threads)))
+    }
 }
 
 /// A loaded program, cheap to clone and shared across threads.
@@ -103,12 +119,17 @@ impl Module {
             global: GlobalCounters::default(),
         });
         let region_out_groups = region_out_groups(&program);
+        let packed = Arc::new(PackedWeights::new(
+            program.constants.len(),
+            options.pack_weights,
+        ));
         let program = Arc::new(program);
         let executor = match options.tier {
             Tier::Jit => make(&ExecutorEnv {
                 program: &program,
                 options: &options,
                 counters: &counters,
+                packed: &packed,
             }),
             Tier::Interp => None,
         };
@@ -123,6 +144,8 @@ impl Module {
                 counters,
                 executor,
                 region_out_groups,
+                pool: OnceLock::new(),
+                packed,
             }),
         })
     }

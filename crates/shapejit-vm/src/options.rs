@@ -3,6 +3,8 @@
 //!
 //! **Invariant:** [`Options::with_env_overrides`] is applied once, when a module is
 //! created; `SHAPEJIT_JIT=0` in the environment forces [`Tier::Interp`].
+//! `SHAPEJIT_THREADS=N` is the default of [`Options::threads`] (an explicit value
+//! wins).
 
 /// Which execution tier serves region heads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -58,6 +60,20 @@ pub struct Options {
     /// products; costs about one more copy of those weights, see the
     /// `packed_weight_bytes` stat)
     pub pack_weights: bool,
+    /// threads of the module's intra-op pool, the calling thread included (default:
+    /// [`default_threads`]; `1` runs every op on the calling thread; `0` counts as
+    /// 1). Results do not depend on it.
+    pub threads: usize,
+}
+
+/// The default thread count: `SHAPEJIT_THREADS` when it is a positive integer, else
+/// the machine's available parallelism (as onnxruntime does), else 1.
+pub fn default_threads() -> usize {
+    std::env::var("SHAPEJIT_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
 }
 
 impl Default for Options {
@@ -72,6 +88,7 @@ impl Default for Options {
             families: true,
             profile: true,
             pack_weights: true,
+            threads: default_threads(),
         }
     }
 }

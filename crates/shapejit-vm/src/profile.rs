@@ -186,6 +186,8 @@ pub struct GlobalCounters {
     pub live_code_bytes: AtomicU64,
     /// bytes of packed matmul weights
     pub packed_weight_bytes: AtomicU64,
+    /// ops the interpreter ran in pieces (see `ops::execute_typed`)
+    pub split_ops: AtomicU64,
 }
 
 /// Adds to a relaxed counter.

@@ -32,8 +32,9 @@ use shapejit_bytecode::{
     ConstId, DimCheck, GroupId, Instr, IoSpec, Out, Pc, Reg, RegionId, SlotId,
 };
 use shapejit_ir::{DType, Op, Tensor};
+use shapejit_kernels::packed::PackedB;
 use smallvec::SmallVec;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Where a register's data lives.
@@ -80,7 +81,8 @@ pub struct Runtime {
     regs: Vec<Option<RegVal>>,
     groups: Vec<AlignedBuf>,
     staging: Vec<AlignedBuf>,
-    scratch: ops::Scratch,
+    /// one per op piece (see `ops::execute_typed`)
+    scratch: Vec<Mutex<ops::Scratch>>,
     symbols: Vec<Option<i64>>,
     memo: Vec<Memo>,
 }
@@ -313,7 +315,9 @@ impl Runtime {
                 .map(|_| AlignedBuf::default())
                 .collect(),
             staging: Vec::new(),
-            scratch: ops::Scratch::new(),
+            scratch: (0..ops::MAX_PIECES)
+                .map(|_| Mutex::new(ops::Scratch::new()))
+                .collect(),
             symbols: vec![None; p.symbols.len()],
             memo: vec![None; p.slots.len()],
             module,
@@ -586,7 +590,7 @@ impl Runtime {
             ctx,
             &self.regs,
             &self.groups,
-            &mut self.scratch,
+            &self.scratch,
             memo,
             pc,
             op,
@@ -880,7 +884,7 @@ fn compute(
     ctx: &Ctx<'_>,
     regs: &[Option<RegVal>],
     groups: &[AlignedBuf],
-    scratch: &mut ops::Scratch,
+    scratch: &[Mutex<ops::Scratch>],
     memo: &mut Memo,
     pc: usize,
     op: &Op,
@@ -950,7 +954,14 @@ fn compute(
             data: &mut b.as_mut_slice()[..bytes],
         });
     }
-    ops::execute(op, &refs, &mut outs, scratch).map_err(op_error)?;
+    let env = ops::Env {
+        pool: ctx.inner.pool(),
+        packed_b: packed_b(ctx, regs, op, srcs),
+    };
+    let pieces = ops::execute_typed(op, &refs, &mut outs, scratch, env).map_err(op_error)?;
+    if pieces > 1 {
+        bump(&ctx.inner.counters.global.split_ops, 1);
+    }
     let vals = types
         .iter()
         .zip(dsts)
@@ -961,4 +972,49 @@ fn compute(
         })
         .collect();
     Ok((vals, key))
+}
+
+/// The packed weights of a `matmul`/`gemm` whose right operand is a constant
+/// matrix (its register reads the constant as stored or transposed).
+fn packed_b<'a>(
+    ctx: &Ctx<'a>,
+    regs: &[Option<RegVal>],
+    op: &Op,
+    srcs: &[Reg],
+) -> Option<&'a PackedB> {
+    let op_transposes = match op {
+        Op::MatMul => false,
+        Op::Gemm { trans_b, .. } => *trans_b,
+        _ => return None,
+    };
+    let v = regs.get(srcs.get(1)?.index())?.as_ref()?;
+    let Storage::Const(id) = v.storage else {
+        return None;
+    };
+    let t = ctx.inner.program.constants.get(id.index())?;
+    let &[rows, cols] = t.shape() else {
+        return None;
+    };
+    let l = &v.layout;
+    if l.offset != 0 || l.rank() != 2 {
+        return None;
+    }
+    let (shape, strides) = (&l.shape[..], &l.strides[..]);
+    let reg_transposes = if shape == [rows, cols] && strides == [cols as isize, 1] {
+        false
+    } else if shape == [cols, rows] && strides == [1, cols as isize] {
+        true
+    } else {
+        return None;
+    };
+    let inner = ctx.inner;
+    inner
+        .packed
+        .get(
+            id,
+            t,
+            reg_transposes != op_transposes,
+            &inner.counters.global,
+        )
+        .map(|p| &**p)
 }

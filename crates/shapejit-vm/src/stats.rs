@@ -68,8 +68,13 @@ pub struct GlobalStats {
     pub dropped_requests: u64,
     /// bytes of live compiled code
     pub live_code_bytes: u64,
-    /// bytes of matmul weights packed for compiled kernels (kept for the module's life)
+    /// bytes of matmul weights packed for compiled kernels and the interpreter
+    /// (kept for the module's life)
     pub packed_weight_bytes: u64,
+    /// ops the interpreter ran in pieces on the intra-op pool
+    pub split_ops: u64,
+    /// threads of the intra-op pool (`Options::threads`)
+    pub threads: u64,
 }
 
 /// A snapshot of a module's statistics.
@@ -153,6 +158,8 @@ pub(crate) fn snapshot(inner: &ModuleInner) -> Stats {
             dropped_requests: read(&g.dropped_requests),
             live_code_bytes: read(&g.live_code_bytes),
             packed_weight_bytes: read(&g.packed_weight_bytes),
+            split_ops: read(&g.split_ops),
+            threads: inner.options.threads.max(1) as u64,
         },
     }
 }

@@ -50,6 +50,10 @@ fn allocations_during<T>(f: impl FnOnce() -> T) -> (T, usize) {
 /// are measured separately below): layer norm, head split (reshape +
 /// transpose views), a scaled softmax, merge, GELU, residual adds, `shape_of`.
 fn module() -> Module {
+    module_with(Options::default())
+}
+
+fn module_with(options: Options) -> Module {
     let (s, h, heads) = (8i64, 16usize, 2i64);
     let mut b = GraphBuilder::new("block");
     let x = b.input("x", DType::F32, shape!["batch", s, h]);
@@ -70,7 +74,7 @@ fn module() -> Module {
     b.output("y", y).unwrap();
     b.output("shape", sh).unwrap();
     let program = lower(&b.finish().unwrap()).unwrap();
-    Module::new(program, Options::default()).unwrap()
+    Module::new(program, options).unwrap()
 }
 
 fn input(batch: usize) -> Tensor {
@@ -102,12 +106,28 @@ fn steady_state_runs_allocate_only_the_outputs() {
     }
 }
 
-/// With a matmul in the graph, a run allocates the outputs plus exactly what
-/// the matmul op allocates when called directly on the same operands: the VM
-/// adds nothing. (Today the kernel allocates on each call — see
-/// `shapejit-kernels` `matmul`; when it stops, this bound tightens by itself.)
+/// The intra-op pool's path: ops large enough to run in pieces (batch 512: 64 K
+/// elements per tensor) on two threads allocate nothing on the calling thread.
 #[test]
-fn matmul_runs_allocate_only_the_outputs_and_the_kernels_own() {
+fn steady_state_runs_on_two_threads_allocate_only_the_outputs() {
+    let module = module_with(Options {
+        threads: 2,
+        ..Options::default()
+    });
+    let mut rt = module.runtime();
+    let x = input(512);
+    for _ in 0..2 {
+        rt.run(std::slice::from_ref(&x)).unwrap();
+    }
+    assert!(module.stats().global.split_ops > 0, "no op ran in pieces");
+    for _ in 0..4 {
+        let (out, n) = allocations_during(|| rt.run(std::slice::from_ref(&x)).unwrap());
+        assert_eq!(out.len(), 2);
+        assert_eq!(n, output_allocations(2));
+    }
+}
+
+fn matmul_module(options: Options) -> (Module, Tensor) {
     let w = Tensor::from_vec((0..16 * 16).map(|i| (i % 5) as f32).collect(), &[16, 16]).unwrap();
     let mut b = GraphBuilder::new("mm");
     let x = b.input("x", DType::F32, shape!["batch", 8, 16]);
@@ -115,7 +135,33 @@ fn matmul_runs_allocate_only_the_outputs_and_the_kernels_own() {
     let y = b.matmul(x, wv).unwrap();
     let y = b.neg(y).unwrap();
     b.output("y", y).unwrap();
-    let module = Module::new(lower(&b.finish().unwrap()).unwrap(), Options::default()).unwrap();
+    let module = Module::new(lower(&b.finish().unwrap()).unwrap(), options).unwrap();
+    (module, w)
+}
+
+/// A matmul on constant weights runs on the weights packed once per module: a
+/// steady-state run allocates only the outputs (the packing happened in warm-up).
+#[test]
+fn matmul_runs_on_packed_weights_allocate_only_the_outputs() {
+    let (module, _) = matmul_module(Options::default());
+    let mut rt = module.runtime();
+    let x4 = input(4);
+    rt.run(std::slice::from_ref(&x4)).unwrap();
+    assert_eq!(module.stats().global.packed_weight_bytes, 16 * 16 * 4);
+    let (_, n) = allocations_during(|| rt.run(std::slice::from_ref(&x4)).unwrap());
+    assert_eq!(n, output_allocations(1));
+}
+
+/// Without packed weights, a run allocates the outputs plus exactly what the
+/// matmul op allocates when called directly on the same operands: the VM adds
+/// nothing. (The `gemm` kernel allocates on each call; when it stops, this bound
+/// tightens by itself.)
+#[test]
+fn matmul_runs_allocate_only_the_outputs_and_the_kernels_own() {
+    let (module, w) = matmul_module(Options {
+        pack_weights: false,
+        ..Options::default()
+    });
     let mut rt = module.runtime();
     let x4 = input(4);
     rt.run(std::slice::from_ref(&x4)).unwrap();

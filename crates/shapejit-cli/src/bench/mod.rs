@@ -90,6 +90,9 @@ pub struct Args {
     /// add another engine's results (same JSON schema) as extra columns
     #[arg(long, value_name = "FILE.json")]
     compare: Option<PathBuf>,
+    /// intra-op threads, the calling thread included (default: all cores)
+    #[arg(long, value_name = "N", value_parser = model::parse_threads)]
+    threads: Option<usize>,
 }
 
 /// One tier's raw results.
@@ -209,7 +212,7 @@ fn run_tier(
         BenchTier::Jit | BenchTier::JitFixed => (TierArg::Jit, CompileArg::Background),
         BenchTier::JitSync => (TierArg::Jit, CompileArg::Sync),
     };
-    let options = model::options(tier_arg, compile);
+    let options = model::options(tier_arg, compile, args.threads);
     let promote = options.promote_threshold as usize;
     let (module, setup) = model::load(&args.model, options)?;
     let alloc_before = profile::arena_alloc_us();
@@ -365,8 +368,9 @@ pub fn main(args: Args) -> Result<()> {
     let dims = bindings::collect(&args.dims)?;
     let (probe, _) = model::load(
         &args.model,
-        model::options(TierArg::Interp, CompileArg::Off),
+        model::options(TierArg::Interp, CompileArg::Off, args.threads),
     )?;
+    let threads = probe.vm().options().threads;
     let mut all_steps = steps.clone();
     all_steps.extend(most_common(&steps));
     let inputs = Inputs::build(&probe, &all_steps, &dims, args.seed)?;
@@ -399,13 +403,14 @@ pub fn main(args: Args) -> Result<()> {
 
     let summaries: Vec<TierSummary> = runs.iter().map(|r| r.summary.clone()).collect();
     let mut text = format!(
-        "shapejit bench {}: workload {} (seed {}), {} iterations per tier ({} warm-up), {}\n\n",
+        "shapejit bench {}: workload {} (seed {}), {} iterations per tier ({} warm-up), {}, {} thread(s)\n\n",
         args.model,
         args.workload,
         args.seed,
         args.iters,
         args.warmup,
-        crate::run::cpu_line()
+        crate::run::cpu_line(),
+        threads
     );
     text.push_str(&table::render(&summaries, &compare));
     let report = Report {

@@ -23,11 +23,11 @@ use super::translate::{Compiled, MatMulOperands, translate};
 use crate::{MatMulKernel, ShapeMode, compile_elementwise, compile_matmul_epilogue, compile_row};
 use crossbeam_channel::Receiver;
 use shapejit_bytecode::{ConstId, Instr, Program, Reg, Region, SlotId};
-use shapejit_kernels::packed::PackedB;
 use shapejit_vm::module::Counters;
 use shapejit_vm::options::Options;
 use shapejit_vm::profile::bump;
 use shapejit_vm::tensor::{Layout, TensorRef};
+use shapejit_vm::weights::PackedWeights;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -104,8 +104,9 @@ pub struct Shared {
     pub tick: AtomicU64,
     /// test hook and shutdown
     pub hold: Hold,
-    /// packed matmul weights, per constant and transposition
-    pub packed: Mutex<HashMap<(ConstId, bool), Arc<PackedB>>>,
+    /// packed matmul weights, per constant and transposition (the module's table,
+    /// shared with the interpreter)
+    pub packed: Arc<PackedWeights>,
 }
 
 impl Shared {
@@ -264,22 +265,13 @@ impl Shared {
         let Ok(view) = operand_view(&tref, ops.trans_b, &kn) else {
             return kernel;
         };
-        let packed = {
-            let mut cache = self.packed.lock().unwrap_or_else(|e| e.into_inner());
-            match cache.get(&(id, ops.trans_b)) {
-                Some(p) => p.clone(),
-                None => match PackedB::pack(&view) {
-                    Ok(p) => {
-                        bump(&self.counters.global.packed_weight_bytes, p.bytes() as u64);
-                        let p = Arc::new(p);
-                        cache.insert((id, ops.trans_b), p.clone());
-                        p
-                    }
-                    Err(_) => return kernel,
-                },
-            }
+        let Some(packed) = self
+            .packed
+            .get(id, tensor, ops.trans_b, &self.counters.global)
+        else {
+            return kernel;
         };
-        kernel.with_packed_weights(&view, packed)
+        kernel.with_packed_weights(&view, packed.clone())
     }
 
     fn install(&self, slot: SlotId, guard: Guard, kernel: Arc<JitKernel>, target: Target) {

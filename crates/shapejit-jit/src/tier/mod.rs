@@ -155,7 +155,7 @@ fn install(env: &ExecutorEnv<'_>) -> Option<(Arc<dyn RegionExecutor>, JitHandle)
             .collect(),
         tick: Default::default(),
         hold: Hold::default(),
-        packed: Default::default(),
+        packed: env.packed.clone(),
     });
     let (sender, thread) = if env.options.compile == CompileMode::Background {
         let (tx, rx) = crossbeam_channel::unbounded();

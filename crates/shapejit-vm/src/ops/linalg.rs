@@ -1,6 +1,8 @@
 //! `matmul` (NumPy semantics, broadcast batch dims) and `gemm`, on the
 //! `gemm`-crate kernel with the operands' own strides: transposed, sliced and
-//! broadcast views are read in place, never copied.
+//! broadcast views are read in place, never copied. A constant right operand the
+//! interpreter packed ahead (`crate::weights`) runs `shapejit_kernels::packed`
+//! instead where [`shapejit_kernels::packed::packed_pays`] says it is faster.
 //!
 //! **Invariant:** f32 only; integer matrix products are `Unsupported`.
 
@@ -13,6 +15,7 @@ use crate::tensor::{Dims, TensorMut, TensorRef};
 use shapejit_ir::{DType, Op};
 use shapejit_kernels::elementwise as ew;
 use shapejit_kernels::matmul::matmul as mm;
+use shapejit_kernels::packed::{PackedB, matmul_packed, packed_pays};
 use shapejit_kernels::{MAX_RANK, StridedShape, View};
 use smallvec::SmallVec;
 
@@ -96,10 +99,82 @@ fn operand_geom(
     mat.broadcast_to(&full).map_err(kernel_err(op))
 }
 
-pub(crate) fn matmul(op: &Op, inputs: &[TensorRef], out: &mut TensorMut) -> Result<(), OpError> {
+/// `a` (rank ≥ 2) seen as one `[rows, k]` matrix, when its leading dims fold into
+/// the rows with one stride.
+fn folded_rows<'a>(a: &View<'a, f32>) -> Option<View<'a, f32>> {
+    let g = a.geom();
+    let r = g.rank();
+    if r < 2 {
+        return None;
+    }
+    let (shape, strides) = (g.shape(), g.strides());
+    // Innermost to outermost row dim: each dim of size > 1 must step over the
+    // whole of the dims inside it.
+    let (mut row_stride, mut expected) = (None, None);
+    for d in (0..r - 1).rev() {
+        if shape[d] == 1 {
+            continue;
+        }
+        match expected {
+            None => row_stride = Some(strides[d]),
+            Some(e) if strides[d] != e => return None,
+            Some(_) => {}
+        }
+        expected = Some(strides[d] * shape[d] as isize);
+    }
+    let rows: usize = shape[..r - 1].iter().product();
+    let geom = StridedShape::new(
+        &[rows, shape[r - 1]],
+        &[row_stride.unwrap_or(0), strides[r - 1]],
+        g.offset(),
+    )
+    .ok()?;
+    a.with_geom(geom).ok()
+}
+
+/// `out = alpha · a @ packed` when the packed path is faster for this product and
+/// `a` folds into rows; `Ok(false)` leaves it to `gemm`.
+fn try_packed(
+    op: &Op,
+    a: &View<f32>,
+    packed: Option<&PackedB>,
+    out: &mut TensorMut,
+    alpha: f32,
+) -> Result<bool, OpError> {
+    let Some(p) = packed else {
+        return Ok(false);
+    };
+    let Some(a) = folded_rows(a) else {
+        return Ok(false);
+    };
+    let (rows, k) = (a.shape()[0], a.shape()[1]);
+    if k != p.k() || !packed_pays(rows, k, p.n()) {
+        return Ok(false);
+    }
+    let dst = out.elems_mut::<f32>().ok_or_else(|| OpError::Output {
+        op: op.name(),
+        index: 0,
+        message: "buffer dtype or alignment".into(),
+    })?;
+    if dst.len() != rows * p.n() {
+        return Ok(false);
+    }
+    matmul_packed(dst, &a, p, alpha).map_err(kernel_err(op))?;
+    Ok(true)
+}
+
+pub(crate) fn matmul(
+    op: &Op,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+    packed: Option<&PackedB>,
+) -> Result<(), OpError> {
     let a = view_of::<f32>(op, inputs, 0)?;
     let b = view_of::<f32>(op, inputs, 1)?;
     let (batch, m, _, n) = matmul_dims(op, a.shape(), b.shape())?;
+    if b.shape().len() == 2 && a.shape().len() >= 2 && try_packed(op, &a, packed, out, 1.0)? {
+        return Ok(());
+    }
     let a = a
         .with_geom(operand_geom(op, &a, true, &batch)?)
         .map_err(kernel_err(op))?;
@@ -157,17 +232,34 @@ fn transposed_if<'a>(op: &Op, v: View<'a, f32>, yes: bool) -> Result<View<'a, f3
         .map_err(kernel_err(op))
 }
 
+/// The attributes of a `gemm`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GemmAttrs {
+    pub alpha: f32,
+    pub beta: f32,
+    pub trans_a: bool,
+    pub trans_b: bool,
+}
+
 pub(crate) fn gemm(
     op: &Op,
     inputs: &[TensorRef],
     out: &mut TensorMut,
-    alpha: f32,
-    beta: f32,
-    trans_a: bool,
-    trans_b: bool,
+    packed: Option<&PackedB>,
+    attrs: GemmAttrs,
 ) -> Result<(), OpError> {
+    let GemmAttrs {
+        alpha,
+        beta,
+        trans_a,
+        trans_b,
+    } = attrs;
     let a = transposed_if(op, view_of::<f32>(op, inputs, 0)?, trans_a)?;
     let b = transposed_if(op, view_of::<f32>(op, inputs, 1)?, trans_b)?;
+    let no_bias = inputs.len() < 3 || beta == 0.0;
+    if no_bias && try_packed(op, &a, packed, out, alpha)? {
+        return Ok(());
+    }
     let mut o = out_view::<f32>(op, out)?;
     let accumulate = match inputs.get(2) {
         Some(_) if beta != 0.0 => {

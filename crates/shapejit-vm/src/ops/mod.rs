@@ -9,7 +9,10 @@
 //!   reshape/flatten of a contiguous input, squeeze, unsqueeze, identity,
 //!   expand), the output layout in the same buffer; `None` means "compute";
 //! - [`execute`]: computes outputs into contiguous buffers, from inputs of any
-//!   layout, using a per-Runtime [`Scratch`].
+//!   layout, using a per-Runtime [`Scratch`]; the interpreter calls
+//!   [`execute_typed`] instead, with the types it already computed, its intra-op
+//!   [`Pool`] and packed weights ([`Env`]). Both split large ops into the same
+//!   pieces (`split.rs`), whatever the thread count.
 //!
 //! Control flow (`if`, `loop`) and `constant` are handled by the interpreter itself.
 //!
@@ -29,14 +32,19 @@ mod linalg;
 mod norm;
 mod reduce;
 mod shape;
+mod split;
 mod util;
 
+pub(crate) use split::MAX_PIECES;
 pub use util::broadcast_shapes;
 
+use crate::pool::Pool;
 use crate::tensor::{Dims, Layout, LayoutError, TensorMut, TensorRef};
 use shapejit_ir::{DType, Op};
 use shapejit_kernels::KernelError;
+use shapejit_kernels::packed::PackedB;
 use smallvec::SmallVec;
+use std::sync::{Mutex, MutexGuard};
 
 /// The concrete type of one output.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -290,6 +298,16 @@ pub fn view(op: &Op, inputs: &[TensorRef]) -> Option<Result<Layout, OpError>> {
     shape::view_layout(op, inputs).transpose()
 }
 
+/// What the interpreter gives [`execute_typed`] beyond the inputs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Env<'a> {
+    /// the module's intra-op pool (`None`: pieces run one after another here)
+    pub pool: Option<&'a Pool>,
+    /// input 1 of a `matmul` or `gemm` packed ahead (a constant's weights, as the
+    /// op reads them: `[k, n]`); used where it is the faster path
+    pub packed_b: Option<&'a PackedB>,
+}
+
 /// Computes the outputs (contiguous, of the dtypes and shapes [`output_types`]
 /// gives) from inputs of any layout.
 pub fn execute(
@@ -303,12 +321,126 @@ pub fn execute(
     }
     let expected = output_types(op, inputs)?;
     check_outputs(op, &expected, outputs)?;
+    let cell = [Mutex::new(std::mem::take(scratch))];
+    let res = execute_typed(op, inputs, outputs, &cell, Env::default());
+    let [cell] = cell;
+    *scratch = cell.into_inner().unwrap_or_else(|e| e.into_inner());
+    res.map(|_| ())
+}
+
+/// [`execute`] for outputs the caller built from [`output_types`] of these very
+/// inputs (not checked again): large ops run as pieces on `env.pool`, piece `i`
+/// with `scratch[i % scratch.len()]` (`scratch` must not be empty). Returns the
+/// number of pieces (1: the op ran whole).
+pub fn execute_typed(
+    op: &Op,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+    scratch: &[Mutex<Scratch>],
+    env: Env<'_>,
+) -> Result<usize, OpError> {
+    if let [out] = outputs
+        && let Some(plan) = split::plan(op, inputs, out.shape)
+    {
+        execute_split(op, inputs, out, scratch, env, &plan)?;
+        return Ok(plan.pieces());
+    }
+    let first = scratch.first().ok_or_else(|| no_scratch(op))?;
+    compute(op, inputs, outputs, &mut lock(first), env.packed_b)?;
+    Ok(1)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn no_scratch(op: &Op) -> OpError {
+    OpError::Output {
+        op: op.name(),
+        index: 0,
+        message: "no scratch space given".into(),
+    }
+}
+
+/// A piece's output shape and bytes (taken by the piece when it runs).
+type PieceOut<'a> = (Dims, Option<&'a mut [u8]>);
+
+/// Runs the pieces of `plan`, each into its own range of `out`.
+fn execute_split(
+    op: &Op,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+    scratch: &[Mutex<Scratch>],
+    env: Env<'_>,
+    plan: &split::Plan,
+) -> Result<(), OpError> {
+    if scratch.is_empty() {
+        return Err(no_scratch(op));
+    }
+    let (dtype, shape) = (out.dtype, out.shape);
+    let size = shape[plan.axis()];
+    let mut chunks: SmallVec<[Mutex<PieceOut<'_>>; MAX_PIECES]> = SmallVec::new();
+    let mut rest: &mut [u8] = out.data;
+    let mut at = 0;
+    for i in 0..plan.pieces() {
+        let (dims, bytes) = split::output_range(plan, dtype, shape, split::range(plan, size, i));
+        let (chunk, tail) = std::mem::take(&mut rest).split_at_mut(bytes.end - at);
+        at = bytes.end;
+        rest = tail;
+        chunks.push(Mutex::new((dims, Some(chunk))));
+    }
+    let error: Mutex<Option<OpError>> = Mutex::new(None);
+    let piece = |i: usize| {
+        let range = split::range(plan, size, i);
+        let layouts: SmallVec<[Layout; 4]> = inputs
+            .iter()
+            .enumerate()
+            .map(|(idx, t)| split::input_layout(plan, idx, t, shape, range))
+            .collect();
+        let res = split::piece_refs(inputs, &layouts).and_then(|refs| {
+            let mut chunk = lock(&chunks[i]);
+            let (dims, data) = &mut *chunk;
+            let data = data.take().ok_or_else(|| OpError::Output {
+                op: op.name(),
+                index: 0,
+                message: format!("piece {i} ran twice"),
+            })?;
+            let mut piece_out = [TensorMut {
+                dtype,
+                shape: dims,
+                data,
+            }];
+            let mut s = lock(&scratch[i % scratch.len()]);
+            compute(op, &refs, &mut piece_out, &mut s, env.packed_b)
+        });
+        if let Err(e) = res {
+            lock(&error).get_or_insert(e);
+        }
+    };
+    match env.pool {
+        Some(pool) => pool.run(plan.pieces(), &piece),
+        None => (0..plan.pieces()).for_each(piece),
+    }
+    match error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Computes one op (or one piece of it) into `outputs`.
+fn compute(
+    op: &Op,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+    scratch: &mut Scratch,
+    packed_b: Option<&PackedB>,
+) -> Result<(), OpError> {
     match op {
         Op::Unary(u) => elementwise::unary(op, *u, inputs, &mut outputs[0]),
         Op::Binary(b) => elementwise::binary(op, *b, inputs, &mut outputs[0]),
         Op::Where => elementwise::where_(op, inputs, &mut outputs[0]),
         Op::Cast { to } => elementwise::cast(op, *to, inputs, &mut outputs[0]),
-        Op::MatMul => linalg::matmul(op, inputs, &mut outputs[0]),
+        Op::MatMul => linalg::matmul(op, inputs, &mut outputs[0], packed_b),
         Op::Gemm {
             alpha,
             beta,
@@ -318,10 +450,13 @@ pub fn execute(
             op,
             inputs,
             &mut outputs[0],
-            *alpha,
-            *beta,
-            *trans_a,
-            *trans_b,
+            packed_b,
+            linalg::GemmAttrs {
+                alpha: *alpha,
+                beta: *beta,
+                trans_a: *trans_a,
+                trans_b: *trans_b,
+            },
         ),
         Op::Reduce { op: r, axes, .. } => reduce::reduce(op, *r, axes, inputs, &mut outputs[0]),
         Op::Softmax { axis } => norm::softmax(op, *axis, false, inputs, &mut outputs[0], scratch),

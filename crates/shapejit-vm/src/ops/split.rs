@@ -1,0 +1,274 @@
+//! Splitting one op into pieces for the intra-op pool.
+//!
+//! An op whose output's leading dims are 1 up to an axis `d` of size > 1 that the
+//! op computes independently along (a batch or row dim: any dim of an elementwise
+//! op, the batch dims and rows of a matmul, the dims before a softmax's or layer
+//! norm's axis, the images and channels of a pool, the images of a convolution) runs
+//! as up to [`MAX_PIECES`] pieces, each a contiguous range of `d`: the output's
+//! range, and the same range of every input that runs along `d` with the output
+//! (the others, broadcast or weights, are passed whole). Pieces exist only above a
+//! work estimate of [`GRAIN_PS`] each, so small ops (batch 1) stay whole.
+//!
+//! **Invariant:** the plan is a function of the op and its input shapes only — never
+//! of the thread count — and every piece is computed by the same code as a whole op
+//! of its shape, so outputs are bit-identical for any number of threads.
+
+use super::OpError;
+use crate::tensor::{Dims, Layout, TensorRef};
+use shapejit_ir::{DType, Op};
+
+/// Most pieces an op is split into (divisible by 2, 3, 4 and 6 threads).
+pub(crate) const MAX_PIECES: usize = 12;
+/// Least estimated work per piece, in picoseconds (about 20 µs).
+const GRAIN_PS: u128 = 20_000_000;
+/// Least rows of a matmul piece split along its rows (keeps register blocks full).
+const MIN_MATMUL_ROWS: usize = 16;
+
+/// How an op's inputs run along the split axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Align {
+    /// every input, aligned to the output's trailing dims (elementwise broadcasting)
+    Trailing,
+    /// input 0 only (same rank as the output)
+    First,
+    /// `matmul`: batch dims aligned at the right of the matrix dims; rows split `a` only
+    MatMul,
+    /// `gemm`: rows of `a` (or its columns when transposed) and of a `[m, n]` bias
+    Gemm { trans_a: bool },
+}
+
+/// The split of one op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    axis: usize,
+    pieces: usize,
+    align: Align,
+}
+
+impl Plan {
+    /// Number of pieces (≥ 2).
+    pub(crate) fn pieces(&self) -> usize {
+        self.pieces
+    }
+
+    /// The output axis split.
+    pub(crate) fn axis(&self) -> usize {
+        self.axis
+    }
+}
+
+/// The split axis limit, alignment and per-output-element cost (ps) of `op`.
+fn rule(op: &Op, inputs: &[TensorRef], out: &[usize]) -> Option<(usize, Align, u128)> {
+    let rank = out.len();
+    let last = |i: usize| inputs.get(i).and_then(|t| t.shape().last().copied());
+    Some(match op {
+        Op::Binary(_) | Op::Where | Op::Cast { .. } => (rank, Align::Trailing, 300),
+        Op::Unary(_) => (rank, Align::Trailing, 1_000),
+        Op::MatMul => {
+            if inputs.iter().any(|t| t.shape().len() < 2) {
+                return None;
+            }
+            (rank - 1, Align::MatMul, 20 * last(0)? as u128)
+        }
+        Op::Gemm { trans_a, .. } => {
+            let a = inputs.first()?.shape();
+            let k = if *trans_a { a.first()? } else { a.last()? };
+            (1, Align::Gemm { trans_a: *trans_a }, 20 * *k as u128)
+        }
+        Op::Softmax { axis } | Op::LogSoftmax { axis } | Op::LayerNorm { axis, .. } => {
+            let axis = usize::try_from(if *axis < 0 {
+                *axis + rank as i64
+            } else {
+                *axis
+            })
+            .ok()?;
+            let align = if matches!(op, Op::LayerNorm { .. }) {
+                Align::Trailing
+            } else {
+                Align::First
+            };
+            (axis.min(rank), align, 2_000)
+        }
+        Op::Conv2d { .. } => {
+            let w = inputs.get(1)?.shape();
+            let taps: usize = w.get(1..)?.iter().product();
+            (1, Align::First, 20 * taps as u128)
+        }
+        Op::MaxPool2d { window, .. } | Op::AvgPool2d { window, .. } => {
+            let taps = window.kernel[0] * window.kernel[1];
+            (2, Align::First, 300 * taps as u128)
+        }
+        Op::BatchNorm { .. } => (1, Align::First, 500),
+        _ => return None,
+    })
+}
+
+/// How `op` splits on these inputs with output shape `out`; `None`: run it whole.
+pub(crate) fn plan(op: &Op, inputs: &[TensorRef], out: &[usize]) -> Option<Plan> {
+    let (limit, align, cost) = rule(op, inputs, out)?;
+    let axis = out.iter().position(|&d| d > 1)?;
+    if axis >= limit {
+        return None;
+    }
+    let numel: usize = out.iter().product();
+    let work = numel as u128 * cost;
+    let mut most = MAX_PIECES.min(out[axis]);
+    if align == Align::MatMul && axis == out.len() - 2 {
+        most = most.min(out[axis] / MIN_MATMUL_ROWS);
+    }
+    let pieces = (work / GRAIN_PS).min(most as u128) as usize;
+    (pieces >= 2).then_some(Plan {
+        axis,
+        pieces,
+        align,
+    })
+}
+
+/// The range of the split axis piece `i` covers.
+pub(crate) fn range(plan: &Plan, size: usize, i: usize) -> (usize, usize) {
+    (i * size / plan.pieces, (i + 1) * size / plan.pieces)
+}
+
+/// The axis of input `idx` (of rank `in_rank`) that runs along the split axis,
+/// if it does.
+fn input_axis(plan: &Plan, idx: usize, t: &TensorRef, out: &[usize]) -> Option<usize> {
+    let (in_rank, out_rank) = (t.shape().len(), out.len());
+    let aligned = (plan.axis + in_rank).checked_sub(out_rank);
+    let axis = match plan.align {
+        Align::Trailing => aligned?,
+        Align::First => (idx == 0).then_some(plan.axis)?,
+        Align::MatMul => {
+            let rows = plan.axis == out_rank - 2;
+            if rows && idx != 0 {
+                return None;
+            }
+            aligned?
+        }
+        Align::Gemm { trans_a } => match idx {
+            0 => usize::from(trans_a),
+            2 if in_rank == 2 => 0,
+            _ => return None,
+        },
+    };
+    (t.shape().get(axis) == Some(&out[plan.axis])).then_some(axis)
+}
+
+/// Layout of piece `(lo, hi)` of input `idx`: narrowed along its axis, or whole.
+pub(crate) fn input_layout(
+    plan: &Plan,
+    idx: usize,
+    t: &TensorRef,
+    out: &[usize],
+    (lo, hi): (usize, usize),
+) -> Layout {
+    let mut layout = t.layout.clone();
+    if let Some(axis) = input_axis(plan, idx, t, out) {
+        layout.shape[axis] = hi - lo;
+        // In range: lo < the dim, so this element is inside the input's extent.
+        layout.offset = (layout.offset as isize + lo as isize * layout.strides[axis]) as usize;
+    }
+    layout
+}
+
+/// The output of piece `(lo, hi)` inside the buffer of a contiguous output of
+/// `dtype` and `shape`: `(piece shape, byte range)`.
+pub(crate) fn output_range(
+    plan: &Plan,
+    dtype: DType,
+    shape: &[usize],
+    (lo, hi): (usize, usize),
+) -> (Dims, std::ops::Range<usize>) {
+    let inner: usize = shape[plan.axis + 1..].iter().product::<usize>() * dtype.size();
+    let mut dims = Dims::from_slice(shape);
+    dims[plan.axis] = hi - lo;
+    (dims, lo * inner..hi * inner)
+}
+
+/// Piece inputs: `TensorRef`s over the same buffers with the pieces' layouts.
+pub(crate) fn piece_refs<'a>(
+    inputs: &[TensorRef<'a>],
+    layouts: &'a [Layout],
+) -> Result<smallvec::SmallVec<[TensorRef<'a>; 4]>, OpError> {
+    inputs
+        .iter()
+        .zip(layouts)
+        .map(|(t, l)| TensorRef::new(t.dtype, l, t.data).map_err(OpError::from))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_PIECES, input_layout, plan, range};
+    use crate::tensor::{Layout, TensorRef};
+    use shapejit_ir::{DType, Op, UnaryOp};
+
+    fn refs<'a>(layouts: &'a [Layout], data: &'a [u8]) -> Vec<TensorRef<'a>> {
+        layouts
+            .iter()
+            .map(|l| TensorRef::new(DType::F32, l, data).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn small_ops_and_batch_one_rows_stay_whole() {
+        let data = vec![0u8; 4 * 64 * 4096];
+        let l = [Layout::contiguous(&[1, 32, 256])];
+        assert_eq!(
+            plan(&Op::Unary(UnaryOp::Exp), &refs(&l, &data), &[1, 32, 256]),
+            None
+        );
+        let l = [Layout::contiguous(&[64, 4096])];
+        let p = plan(&Op::Unary(UnaryOp::Exp), &refs(&l, &data), &[64, 4096]).unwrap();
+        assert_eq!((p.axis(), p.pieces()), (0, MAX_PIECES));
+        let covered: Vec<_> = (0..p.pieces()).map(|i| range(&p, 64, i)).collect();
+        assert_eq!(covered.first().unwrap().0, 0);
+        assert_eq!(covered.last().unwrap().1, 64);
+        assert!(
+            covered
+                .windows(2)
+                .all(|w| w[0].1 == w[1].0 && w[0].0 < w[0].1)
+        );
+    }
+
+    #[test]
+    fn matmul_rows_split_the_left_operand_only() {
+        // [256, 256] @ [256, 256]: k == m, so only the alignment rule keeps b whole
+        let data = vec![0u8; 4 * 256 * 1024];
+        let l = [
+            Layout::contiguous(&[256, 256]),
+            Layout::contiguous(&[256, 256]),
+        ];
+        let inputs = refs(&l, &data);
+        let p = plan(&Op::MatMul, &inputs, &[256, 256]).unwrap();
+        assert_eq!(p.axis(), 0);
+        let r = range(&p, 256, 1);
+        let a = input_layout(&p, 0, &inputs[0], &[256, 256], r);
+        let b = input_layout(&p, 1, &inputs[1], &[256, 256], r);
+        assert_eq!(a.shape.as_slice(), [r.1 - r.0, 256]);
+        assert_eq!(a.offset, r.0 * 256);
+        assert_eq!(b, l[1]);
+        // batch-1 projection: two pieces of 16 rows at most
+        let l = [
+            Layout::contiguous(&[1, 32, 256]),
+            Layout::contiguous(&[256, 1024]),
+        ];
+        let p = plan(&Op::MatMul, &refs(&l, &data), &[1, 32, 1024]).unwrap();
+        assert_eq!((p.axis(), p.pieces()), (1, 2));
+    }
+
+    #[test]
+    fn a_broadcast_batch_operand_stays_whole() {
+        let data = vec![0u8; 4 * 64 * 64 * 64];
+        let l = [
+            Layout::contiguous(&[64, 64, 64]),
+            Layout::contiguous(&[1, 64, 64]),
+        ];
+        let inputs = refs(&l, &data);
+        let p = plan(&Op::MatMul, &inputs, &[64, 64, 64]).unwrap();
+        assert_eq!(p.axis(), 0);
+        let r = range(&p, 64, 2);
+        assert_eq!(input_layout(&p, 1, &inputs[1], &[64, 64, 64], r), l[1]);
+        let a = input_layout(&p, 0, &inputs[0], &[64, 64, 64], r);
+        assert_eq!(a.shape[0], r.1 - r.0);
+    }
+}

@@ -1,0 +1,76 @@
+//! [`PackedWeights`]: the module's constant matrices packed once for
+//! `shapejit_kernels::packed` (the right operand of `matmul`/`gemm`), shared by every
+//! Runtime of the module and by the JIT tier's matmul kernels (one copy per
+//! constant for both tiers).
+//!
+//! A constant is packed the first time a product uses it as its right operand (as
+//! stored, or transposed), then reused by every later call; the `packed_weight_bytes`
+//! stat counts what that costs.
+//!
+//! **Invariant:** the packed matrix of `(constant, transposed)` holds exactly the
+//! elements of that constant (transposed when asked): a product may use it in place
+//! of the constant's view of the same shape.
+
+use crate::profile::{GlobalCounters, bump};
+use shapejit_bytecode::ConstId;
+use shapejit_ir::{DType, Tensor};
+use shapejit_kernels::View;
+use shapejit_kernels::packed::PackedB;
+use std::sync::{Arc, OnceLock};
+
+/// Per constant: packed as stored and packed transposed (`None`: not packable).
+#[derive(Debug, Default)]
+pub struct PackedWeights {
+    enabled: bool,
+    slots: Vec<[OnceLock<Option<Arc<PackedB>>>; 2]>,
+}
+
+impl PackedWeights {
+    /// An empty table for `n_constants` constants (`enabled` false: never packs).
+    pub fn new(n_constants: usize, enabled: bool) -> PackedWeights {
+        PackedWeights {
+            enabled,
+            slots: (0..n_constants).map(|_| Default::default()).collect(),
+        }
+    }
+
+    /// Constant `id` (the tensor `t`) as a packed `[k, n]` matrix: `t` itself when
+    /// `transposed` is false, its transpose otherwise. `None` for a constant that is
+    /// not a rank-2 f32 matrix, or when packing is off. The first call packs (and
+    /// counts the bytes in `packed_weight_bytes`).
+    pub fn get(
+        &self,
+        id: ConstId,
+        t: &Tensor,
+        transposed: bool,
+        counters: &GlobalCounters,
+    ) -> Option<&Arc<PackedB>> {
+        if !self.enabled {
+            return None;
+        }
+        let cell = &self.slots.get(id.index())?[usize::from(transposed)];
+        cell.get_or_init(|| {
+            let packed = pack(t, transposed)?;
+            bump(&counters.packed_weight_bytes, packed.bytes() as u64);
+            Some(Arc::new(packed))
+        })
+        .as_ref()
+    }
+}
+
+fn pack(t: &Tensor, transposed: bool) -> Option<PackedB> {
+    let &[rows, cols] = t.shape() else {
+        return None;
+    };
+    if t.dtype() != DType::F32 {
+        return None;
+    }
+    let data: &[f32] = t.as_slice().ok()?;
+    let view = View::contiguous(data, &[rows, cols]).ok()?;
+    let view = if transposed {
+        view.with_geom(view.geom().permuted(&[1, 0]).ok()?).ok()?
+    } else {
+        view
+    };
+    PackedB::pack(&view).ok()
+}

@@ -102,10 +102,11 @@ fn steady_state_execute_does_not_allocate() {
 #[test]
 fn gemm_crate_allocates_its_packing_buffers() {
     // documents the exception: the gemm crate (0.19) allocates packing memory per call
-    // for matrices large enough to pack; the ops layer itself adds nothing.
+    // for matrices large enough to pack; the ops layer itself adds nothing. This
+    // product runs as 8 pieces of 16 rows (`ops/split.rs`), each one gemm call.
     let mut rng = Rng::new(61);
     let a = Host::f32(&mut rng, &[128, 256], Kind::Contiguous);
     let b = Host::f32(&mut rng, &[256, 256], Kind::Contiguous);
     let n = steady_allocs(&Op::MatMul, &[&a, &b]);
-    assert!(n > 0 && n <= 8, "gemm allocations per two calls: {n}");
+    assert!(n > 0 && n <= 8 * 8, "gemm allocations per two calls: {n}");
 }

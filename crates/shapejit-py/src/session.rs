@@ -25,8 +25,9 @@ pub struct Session {
     output_index: HashMap<String, usize>,
 }
 
-/// Options from the `tier` and `compile` strings.
-pub fn options(tier: &str, compile: &str) -> PyResult<Options> {
+/// Options from the `tier` and `compile` strings and the intra-op thread count
+/// (`0`: the default, the machine's available parallelism or `SHAPEJIT_THREADS`).
+pub fn options(tier: &str, compile: &str, threads: usize) -> PyResult<Options> {
     let tier = match tier {
         "jit" => Tier::Jit,
         "interp" => Tier::Interp,
@@ -46,10 +47,16 @@ pub fn options(tier: &str, compile: &str) -> PyResult<Options> {
             )));
         }
     };
+    let defaults = Options::default();
     Ok(Options {
         tier,
         compile,
-        ..Options::default()
+        threads: if threads == 0 {
+            defaults.threads
+        } else {
+            threads
+        },
+        ..defaults
     })
 }
 
@@ -184,9 +191,14 @@ impl Session {
 #[pymethods]
 impl Session {
     #[new]
-    #[pyo3(signature = (model, tier = "jit", compile = "background"))]
-    fn new(model: &Bound<'_, PyAny>, tier: &str, compile: &str) -> PyResult<Session> {
-        let module = load(model, options(tier, compile)?)?;
+    #[pyo3(signature = (model, tier = "jit", compile = "background", threads = 0))]
+    fn new(
+        model: &Bound<'_, PyAny>,
+        tier: &str,
+        compile: &str,
+        threads: usize,
+    ) -> PyResult<Session> {
+        let module = load(model, options(tier, compile, threads)?)?;
         Ok(Session {
             input_index: by_name(module.inputs()),
             output_index: by_name(module.outputs()),

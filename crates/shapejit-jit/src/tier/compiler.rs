@@ -28,7 +28,6 @@ use shapejit_vm::options::Options;
 use shapejit_vm::profile::bump;
 use shapejit_vm::tensor::{Layout, TensorRef};
 use shapejit_vm::weights::PackedWeights;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 

@@ -118,7 +118,7 @@ class InferenceSession:
             raise _shapejit.InvalidArgument(
                 f"intra_op_num_threads must be an int >= 0, got {threads!r}"
             )
-        self._sess = _shapejit.Session(path_or_bytes, tier, compile)
+        self._sess = _shapejit.Session(path_or_bytes, tier, compile, threads)
         self._inputs = [NodeArg(*a) for a in self._sess.inputs_info()]
         self._outputs = [NodeArg(*a) for a in self._sess.outputs_info()]
 

@@ -82,6 +82,14 @@ pub enum VerifyError {
         /// what is wrong
         message: String,
     },
+    /// The register count exceeds what the instructions name.
+    #[error("the program declares {n_regs} registers, its instructions name {named}")]
+    RegisterCount {
+        /// the declared count
+        n_regs: u32,
+        /// one past the highest register an instruction names
+        named: u64,
+    },
     /// A graph input or output record is inconsistent.
     #[error("{io} '{name}': {message}")]
     BadIo {

@@ -7,18 +7,28 @@
 //! |---|---|---|
 //! | 0 | 8 | magic `SJBIMAGE` |
 //! | 8 | 4 | format version ([`VERSION`]) |
-//! | 12 | 4 | CRC-32 of the metadata bytes |
+//! | 12 | 4 | CRC-32 of bytes 16..64 of the header followed by the metadata |
 //! | 16 | 8 | metadata offset (= [`HEADER_LEN`]) |
 //! | 24 | 8 | metadata length |
-//! | 32 | 8 | weight section offset (a multiple of [`ALIGN`]) |
-//! | 40 | 8 | weight section length |
-//! | 48 | 16 | zero (reserved) |
+//! | 32 | 8 | weight section offset (the metadata's end, rounded up to [`ALIGN`]) |
+//! | 40 | 8 | weight section length (the rest of the file) |
+//! | 48 | 4 | flags: bit 0 = the weight checksum is present |
+//! | 52 | 4 | CRC-32 of the weight section (when flagged; else zero) |
+//! | 56 | 8 | zero (reserved) |
 //! | 64 | … | metadata: JSON of the program without its constants' bytes, and one [`ConstEntry`] per constant |
-//! | … | … | weight section: each constant's bytes at an [`ALIGN`]-aligned offset |
+//! | … | … | weight section: the constants' bytes, in order, each at the previous one's end rounded up to [`ALIGN`] |
 //!
-//! The checksum covers the metadata (what the loader parses and trusts), not
-//! the weights: checking those would read every page and undo the point of
-//! mapping them. A corrupted weight changes numbers, never control flow.
+//! The header checksum covers every offset and length and the metadata (all the
+//! loader parses and trusts), and each of them is checked against the file and
+//! the metadata: the layout is the only one [`to_bytes`] writes, so a patched
+//! offset is an error, never a read of the wrong bytes. The weights are covered
+//! only by the optional weight checksum ([`WriteOptions::checksum_weights`],
+//! `shapejit compile --checksum-weights`): checking it reads every page once at
+//! load. Without it a corrupted weight changes numbers, never control flow.
+//!
+//! [`write`] writes a temporary file in the target's directory and renames it
+//! over the target, so a process that has the old file mapped keeps its
+//! contents (the old inode lives until it is unmapped), never a truncated map.
 //!
 //! **Invariant:** a [`Program`] returned by [`load`] / [`from_bytes`] passed
 //! [`crate::verify()`], and each constant is a slice of the mapped file
@@ -37,7 +47,9 @@ use std::path::{Path, PathBuf};
 /// The file magic.
 pub const MAGIC: [u8; 8] = *b"SJBIMAGE";
 /// The format version this build writes and reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+/// Header flag: the weight section's CRC-32 is stored at offset 52.
+pub const FLAG_WEIGHT_CHECKSUM: u32 = 1;
 /// Header size; the metadata starts here.
 pub const HEADER_LEN: usize = 64;
 /// Alignment of the weight section and of every constant in it.
@@ -89,14 +101,24 @@ pub enum ImageError {
     /// The file is shorter than its header says, or a range lies outside it.
     #[error("truncated or inconsistent image: {0}")]
     Truncated(String),
-    /// The metadata checksum does not match.
+    /// The header and metadata checksum does not match.
     #[error(
-        "metadata checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): the file is corrupted"
+        "header checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): the file is corrupted"
     )]
     Checksum {
         /// the checksum in the header
         stored: u32,
         /// the checksum of the bytes read
+        computed: u32,
+    },
+    /// The weight checksum does not match.
+    #[error(
+        "weight checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): the weights are corrupted"
+    )]
+    WeightChecksum {
+        /// the checksum in the header
+        stored: u32,
+        /// the checksum of the weight section
         computed: u32,
     },
     /// The metadata is not valid (JSON or content).
@@ -111,8 +133,28 @@ fn align_up(n: usize) -> usize {
     n.div_ceil(ALIGN) * ALIGN
 }
 
-/// Serializes a program into image bytes.
+/// How [`to_bytes_with`] / [`write_with`] write an image.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// store a CRC-32 of the weight section, checked on every load
+    pub checksum_weights: bool,
+}
+
+/// The checksum of the header fields after it and the metadata.
+fn header_crc(fields: &[u8], meta: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(fields);
+    h.update(meta);
+    h.finalize()
+}
+
+/// Serializes a program into image bytes (no weight checksum).
 pub fn to_bytes(program: &Program) -> Result<Vec<u8>, ImageError> {
+    to_bytes_with(program, WriteOptions::default())
+}
+
+/// Serializes a program into image bytes.
+pub fn to_bytes_with(program: &Program, options: WriteOptions) -> Result<Vec<u8>, ImageError> {
     let mut entries = Vec::with_capacity(program.constants.len());
     let mut weights_len = 0usize;
     for c in &program.constants {
@@ -135,12 +177,6 @@ pub fn to_bytes(program: &Program) -> Result<Vec<u8>, ImageError> {
     let json = serde_json::to_vec(&meta).map_err(|e| ImageError::Metadata(e.to_string()))?;
     let weights_offset = align_up(HEADER_LEN + json.len());
     let mut out = Vec::with_capacity(weights_offset + weights_len);
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&json).to_le_bytes());
-    for field in [HEADER_LEN, json.len(), weights_offset, weights_len] {
-        out.extend_from_slice(&(field as u64).to_le_bytes());
-    }
     out.resize(HEADER_LEN, 0);
     out.extend_from_slice(&json);
     out.resize(weights_offset, 0);
@@ -149,36 +185,103 @@ pub fn to_bytes(program: &Program) -> Result<Vec<u8>, ImageError> {
         out.extend_from_slice(c.bytes());
     }
     out.resize(weights_offset + weights_len, 0);
+    let (flags, weight_crc) = if options.checksum_weights {
+        (
+            FLAG_WEIGHT_CHECKSUM,
+            crc32fast::hash(&out[weights_offset..]),
+        )
+    } else {
+        (0, 0)
+    };
+    let mut header = Vec::with_capacity(HEADER_LEN);
+    header.extend_from_slice(&MAGIC);
+    header.extend_from_slice(&VERSION.to_le_bytes());
+    header.extend_from_slice(&[0; 4]);
+    for field in [HEADER_LEN, json.len(), weights_offset, weights_len] {
+        header.extend_from_slice(&(field as u64).to_le_bytes());
+    }
+    header.extend_from_slice(&flags.to_le_bytes());
+    header.extend_from_slice(&weight_crc.to_le_bytes());
+    header.resize(HEADER_LEN, 0);
+    let crc = header_crc(&header[16..], &json);
+    header[12..16].copy_from_slice(&crc.to_le_bytes());
+    out[..HEADER_LEN].copy_from_slice(&header);
     Ok(out)
 }
 
-/// Writes a program as an `.sjb` image.
+/// Writes a program as an `.sjb` image (no weight checksum); see [`write_with`].
 pub fn write(program: &Program, path: &Path) -> Result<(), ImageError> {
-    let bytes = to_bytes(program)?;
+    write_with(program, path, WriteOptions::default())
+}
+
+/// Writes a program as an `.sjb` image: into a new temporary file in the
+/// target's directory, synced, then renamed over `path` (atomic on POSIX), so
+/// readers see the old file or the new one, never a partial or truncated one.
+pub fn write_with(program: &Program, path: &Path, options: WriteOptions) -> Result<(), ImageError> {
+    let bytes = to_bytes_with(program, options)?;
     let io = |source| ImageError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let mut file = std::fs::File::create(path).map_err(io)?;
-    file.write_all(&bytes).map_err(io)?;
-    file.sync_all().map_err(io)
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| io(std::io::Error::other("the path names no file")))?;
+    let (file, tmp) = create_temp(dir, name).map_err(io)?;
+    let written = (|| {
+        let mut file = file;
+        file.write_all(&bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        std::fs::remove_file(&tmp).ok();
+        return Err(io(e));
+    }
+    Ok(())
 }
 
-/// Maps an `.sjb` file and loads it (weights stay in the map).
+/// A new file `.NAME.PID.N.tmp` in `dir` (created exclusively).
+fn create_temp(dir: &Path, name: &std::ffi::OsStr) -> std::io::Result<(std::fs::File, PathBuf)> {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    loop {
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".{}.{n}.tmp", std::process::id()));
+        let tmp = dir.join(tmp_name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(file) => return Ok((file, tmp)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Maps an `.sjb` file and loads it (weights stay in the map). Only a regular
+/// file is opened.
 pub fn load(path: &Path) -> Result<Program, ImageError> {
     let io = |source| ImageError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
+    let file = shapejit_ir::file::open_regular(path).map_err(io)?;
     if file.metadata().map_err(io)?.len() < HEADER_LEN as u64 {
         return Err(ImageError::Truncated(format!(
             "the file is shorter than the {HEADER_LEN}-byte header"
         )));
     }
     // SAFETY: the map is read-only and owned by the returned `Bytes`, which the
-    // constants keep alive. Another process truncating or rewriting the file
-    // while it is mapped is outside what a loader can guard against.
+    // constants keep alive. `write` replaces an image by renaming a new file
+    // over it, which leaves this mapping's inode intact; another program
+    // truncating the file in place is outside what a loader can guard against.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
     from_bytes(Bytes::from_owner(map))
 }
@@ -195,20 +298,88 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b)
 }
 
-/// A range `[offset, offset + len)` that must lie inside `total` bytes.
-fn range(
-    offset: u64,
-    len: u64,
-    total: usize,
-    what: &str,
-) -> Result<std::ops::Range<usize>, ImageError> {
-    let end = offset.checked_add(len).filter(|&e| e <= total as u64);
-    match end {
-        Some(end) => Ok(offset as usize..end as usize),
-        None => Err(ImageError::Truncated(format!(
-            "{what} at {offset}+{len} lies outside the {total}-byte file"
-        ))),
+/// A header field that must have exactly the value the layout gives it.
+fn expect_field(what: &str, found: u64, expected: u64) -> Result<(), ImageError> {
+    if found != expected {
+        return Err(ImageError::Truncated(format!(
+            "{what} is {found}, the layout needs {expected}"
+        )));
     }
+    Ok(())
+}
+
+/// The metadata's range: what the header checksum covers besides the header.
+fn metadata_range(bytes: &[u8]) -> Result<std::ops::Range<usize>, ImageError> {
+    let total = bytes.len() as u64;
+    let meta_len = u64_at(bytes, 24);
+    if meta_len > total - HEADER_LEN as u64 {
+        return Err(ImageError::Truncated(format!(
+            "the metadata length {meta_len} runs past the {total}-byte file"
+        )));
+    }
+    Ok(HEADER_LEN..HEADER_LEN + meta_len as usize)
+}
+
+/// Checks the (checksummed) header's layout against the file: returns the
+/// weight section's range and the flags.
+fn layout(bytes: &[u8], meta_end: usize) -> Result<(std::ops::Range<usize>, u32), ImageError> {
+    let total = bytes.len() as u64;
+    expect_field("the metadata offset", u64_at(bytes, 16), HEADER_LEN as u64)?;
+    let weights_offset = align_up(meta_end);
+    expect_field(
+        "the weight section offset",
+        u64_at(bytes, 32),
+        weights_offset as u64,
+    )?;
+    let weights_len = total.checked_sub(weights_offset as u64).ok_or_else(|| {
+        ImageError::Truncated(format!(
+            "the weight section at {weights_offset} starts past the {total}-byte file"
+        ))
+    })?;
+    expect_field("the weight section length", u64_at(bytes, 40), weights_len)?;
+    let flags = u32_at(bytes, 48);
+    if flags & !FLAG_WEIGHT_CHECKSUM != 0 || u64_at(bytes, 56) != 0 {
+        return Err(ImageError::Metadata(format!(
+            "unknown header flags {flags:#x} or reserved bytes set"
+        )));
+    }
+    if flags & FLAG_WEIGHT_CHECKSUM == 0 && u32_at(bytes, 52) != 0 {
+        return Err(ImageError::Metadata(
+            "a weight checksum without its flag".into(),
+        ));
+    }
+    Ok((weights_offset..bytes.len(), flags))
+}
+
+/// Checks the constant table against the layout [`to_bytes`] writes: each
+/// constant right after the previous one (rounded up to [`ALIGN`]), exactly as
+/// long as its dtype and shape need, the last one ending the section.
+fn check_entries(entries: &[ConstEntry], section_len: usize) -> Result<(), ImageError> {
+    let mut expected = 0u64;
+    for (i, e) in entries.iter().enumerate() {
+        if e.offset != expected {
+            return Err(ImageError::Metadata(format!(
+                "constant {i} is at offset {}, the layout puts it at {expected}",
+                e.offset
+            )));
+        }
+        let needed = e
+            .shape
+            .iter()
+            .try_fold(e.dtype.size() as u64, |acc, &d| acc.checked_mul(d as u64));
+        if needed != Some(e.len) {
+            return Err(ImageError::Metadata(format!(
+                "constant {i} ({}{:?}) is {} bytes long, its type needs {needed:?}",
+                e.dtype, e.shape, e.len
+            )));
+        }
+        expected = e
+            .offset
+            .checked_add(e.len)
+            .and_then(|end| end.checked_next_multiple_of(ALIGN as u64))
+            .ok_or_else(|| ImageError::Metadata(format!("constant {i} overflows")))?;
+    }
+    expect_field("the weight section length", section_len as u64, expected)
 }
 
 /// Loads an image from bytes (constants become slices of `bytes`; when
@@ -231,27 +402,18 @@ pub fn from_bytes(bytes: Bytes) -> Result<Program, ImageError> {
         });
     }
     let stored = u32_at(&bytes, 12);
-    let meta = range(
-        u64_at(&bytes, 16),
-        u64_at(&bytes, 24),
-        bytes.len(),
-        "the metadata",
-    )?;
-    let weights = range(
-        u64_at(&bytes, 32),
-        u64_at(&bytes, 40),
-        bytes.len(),
-        "the weight section",
-    )?;
-    if weights.start % ALIGN != 0 {
-        return Err(ImageError::Truncated(format!(
-            "the weight section offset {} is not {ALIGN}-byte aligned",
-            weights.start
-        )));
-    }
-    let computed = crc32fast::hash(&bytes[meta.clone()]);
+    let meta = metadata_range(&bytes)?;
+    let computed = header_crc(&bytes[16..HEADER_LEN], &bytes[meta.clone()]);
     if stored != computed {
         return Err(ImageError::Checksum { stored, computed });
+    }
+    let (weights, flags) = layout(&bytes, meta.end)?;
+    if flags & FLAG_WEIGHT_CHECKSUM != 0 {
+        let stored = u32_at(&bytes, 52);
+        let computed = crc32fast::hash(&bytes[weights.clone()]);
+        if stored != computed {
+            return Err(ImageError::WeightChecksum { stored, computed });
+        }
     }
     let parsed: Metadata =
         serde_json::from_slice(&bytes[meta]).map_err(|e| ImageError::Metadata(e.to_string()))?;
@@ -262,18 +424,14 @@ pub fn from_bytes(bytes: Bytes) -> Result<Program, ImageError> {
             "the metadata program carries constant bytes".into(),
         ));
     }
+    check_entries(&parsed.constants, section.len())?;
     program.constants = parsed
         .constants
         .iter()
         .enumerate()
         .map(|(i, e)| {
-            if e.offset % ALIGN as u64 != 0 {
-                return Err(ImageError::Metadata(format!(
-                    "constant {i} offset {} is not {ALIGN}-byte aligned",
-                    e.offset
-                )));
-            }
-            let r = range(e.offset, e.len, section.len(), &format!("constant {i}"))?;
+            // Invariant: `check_entries` put every entry inside the section.
+            let r = e.offset as usize..(e.offset + e.len) as usize;
             Tensor::from_bytes_or_copy(e.dtype, &e.shape, section.slice(r))
                 .map_err(|err| ImageError::Metadata(format!("constant {i}: {err}")))
         })
@@ -343,12 +501,12 @@ mod tests {
             Err(ImageError::BadMagic)
         ));
         let mut bad = bytes.clone();
-        bad[8] = 2;
+        bad[8] = 1;
         assert!(matches!(
             from_bytes(Bytes::from(bad)),
             Err(ImageError::Version {
-                found: 2,
-                expected: 1
+                found: 1,
+                expected: 2
             })
         ));
         let meta_len = u64_at(&bytes, 24) as usize;
@@ -361,7 +519,7 @@ mod tests {
                 "flip at {at}: {err}"
             );
         }
-        for at in 16..48 {
+        for at in 12..HEADER_LEN {
             let mut bad = bytes.clone();
             bad[at] ^= 0x80;
             assert!(
@@ -369,6 +527,127 @@ mod tests {
                 "header flip at {at} loaded"
             );
         }
+    }
+
+    /// Sets a header field and fixes the checksum, as a forger would.
+    fn with_field(bytes: &[u8], at: usize, value: u64) -> Bytes {
+        let mut out = bytes.to_vec();
+        out[at..at + 8].copy_from_slice(&value.to_le_bytes());
+        let meta_len = u64_at(bytes, 24) as usize;
+        let crc = header_crc(
+            &out[16..HEADER_LEN],
+            &out[HEADER_LEN..HEADER_LEN + meta_len],
+        );
+        out[12..16].copy_from_slice(&crc.to_le_bytes());
+        Bytes::from(out)
+    }
+
+    #[test]
+    fn offsets_are_checked_against_the_layout_even_with_a_valid_checksum() {
+        let bytes = to_bytes(&program()).unwrap();
+        // The weight offset patched to 0 would read the weights from the header.
+        let err = from_bytes(with_field(&bytes, 32, 0))
+            .unwrap_err()
+            .to_string();
+        let weights = u64_at(&bytes, 32);
+        assert_eq!(
+            err,
+            format!(
+                "truncated or inconsistent image: the weight section offset is 0, the layout needs {weights}"
+            )
+        );
+        let err = from_bytes(with_field(&bytes, 16, 0))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("the metadata offset is 0, the layout needs 64"),
+            "{err}"
+        );
+        let err = from_bytes(with_field(&bytes, 40, 64))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("the weight section length is 64"), "{err}");
+        // Unchecksummed: the header CRC covers every offset.
+        let mut bad = bytes.clone();
+        bad[32..40].copy_from_slice(&0u64.to_le_bytes());
+        assert!(matches!(
+            from_bytes(Bytes::from(bad)),
+            Err(ImageError::Checksum { .. })
+        ));
+        // A constant moved inside the metadata (checksum fixed).
+        let edited = with_metadata(&bytes, |m| {
+            let text = String::from_utf8(m.clone()).unwrap();
+            *m = text
+                .replacen("\"offset\":64", "\"offset\":0", 1)
+                .into_bytes();
+        });
+        let err = from_bytes(Bytes::from(edited)).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "invalid metadata: constant 1 is at offset 0, the layout puts it at 64"
+        );
+        let edited = with_metadata(&bytes, |m| {
+            let text = String::from_utf8(m.clone()).unwrap();
+            *m = text.replacen("\"len\":24", "\"len\":16", 1).into_bytes();
+        });
+        let err = from_bytes(Bytes::from(edited)).unwrap_err().to_string();
+        assert!(
+            err.contains("constant 0 (f32[3, 2]) is 16 bytes long, its type needs Some(24)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_weight_checksum_catches_a_flipped_weight() {
+        let p = program();
+        let plain = to_bytes(&p).unwrap();
+        let checked = to_bytes_with(
+            &p,
+            WriteOptions {
+                checksum_weights: true,
+            },
+        )
+        .unwrap();
+        assert_eq!(plain.len(), checked.len());
+        let weights = u64_at(&checked, 32) as usize;
+        let flip = |bytes: &[u8]| {
+            let mut bad = bytes.to_vec();
+            bad[weights + 4] ^= 0x01;
+            Bytes::from(bad)
+        };
+        let err = from_bytes(flip(&checked)).unwrap_err();
+        assert!(matches!(err, ImageError::WeightChecksum { .. }), "{err}");
+        assert!(
+            err.to_string().contains("the weights are corrupted"),
+            "{err}"
+        );
+        assert_eq!(from_bytes(Bytes::from(checked)).unwrap(), p);
+        // Without the checksum the flip loads: numbers change, control flow cannot.
+        let loaded = from_bytes(flip(&plain)).unwrap();
+        assert_ne!(loaded.constants[0], p.constants[0]);
+    }
+
+    #[test]
+    fn a_mapped_image_survives_being_rewritten() {
+        let dir = std::env::temp_dir().join(format!("sjb-rename-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.sjb");
+        let p = program();
+        write(&p, &path).unwrap();
+        let mapped = load(&path).unwrap();
+        let mut other = p.clone();
+        other.constants[0] =
+            Tensor::from_vec(vec![9f32, 9.0, 9.0, 9.0, 9.0, 9.0], &[3, 2]).unwrap();
+        write(&other, &path).unwrap();
+        // The old map still reads the old weights; the file has the new ones.
+        assert_eq!(mapped, p);
+        assert_eq!(load(&path).unwrap(), other);
+        let leftovers: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers, ["m.sjb"], "a temporary file was left behind");
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     /// Rewrites the metadata and fixes the checksum, so the edit reaches the
@@ -380,9 +659,10 @@ mod tests {
         let weights = &bytes[u64_at(bytes, 32) as usize..];
         let weights_offset = align_up(HEADER_LEN + meta.len());
         let mut out = bytes[..HEADER_LEN].to_vec();
-        out[12..16].copy_from_slice(&crc32fast::hash(&meta).to_le_bytes());
         out[24..32].copy_from_slice(&(meta.len() as u64).to_le_bytes());
         out[32..40].copy_from_slice(&(weights_offset as u64).to_le_bytes());
+        let crc = header_crc(&out[16..HEADER_LEN], &meta);
+        out[12..16].copy_from_slice(&crc.to_le_bytes());
         out.extend_from_slice(&meta);
         out.resize(weights_offset, 0);
         out.extend_from_slice(weights);

@@ -12,6 +12,11 @@
 //! every register read is written on every path before it (a region's guard
 //! may skip the region, writing only the region's outputs).
 //!
+//! The register count may not exceed what the instructions name (so a corrupt
+//! count cannot make the verifier or the runtime allocate for registers nobody
+//! uses); the dataflow keeps one set per basic block, and region checks use
+//! sets, so verification is near-linear in the program's size.
+//!
 //! **Invariant:** [`verify`] never panics, whatever the program holds.
 
 use crate::error::VerifyError;
@@ -28,6 +33,7 @@ pub fn verify(program: &Program) -> Result<(), VerifyError> {
             pc: Pc(last as u32),
         });
     }
+    check_register_count(program)?;
     check_io(program)?;
     let mut slot_owner = vec![None; program.slots.len()];
     let mut region_guard = vec![None; program.regions.len()];
@@ -66,6 +72,24 @@ fn range(pc: Pc, what: &'static str, index: u32, len: usize) -> Result<(), Verif
             len,
         })
     }
+}
+
+/// `n_regs` is at most one past the highest register an instruction names.
+fn check_register_count(program: &Program) -> Result<(), VerifyError> {
+    let named = program
+        .instrs
+        .iter()
+        .flat_map(|i| i.uses().into_iter().chain(i.defs()))
+        .map(|r| r.0 as u64 + 1)
+        .max()
+        .unwrap_or(0);
+    if u64::from(program.n_regs) > named {
+        return Err(VerifyError::RegisterCount {
+            n_regs: program.n_regs,
+            named,
+        });
+    }
+    Ok(())
 }
 
 fn check_io(program: &Program) -> Result<(), VerifyError> {
@@ -218,7 +242,7 @@ fn check_region(program: &Program, id: RegionId, guard: Option<Pc>) -> Result<()
     // Invariant: the guard check above bounds `first_pc + len` below the code length.
     let body =
         &program.instrs[region.first_pc.index()..region.first_pc.index() + region.len as usize];
-    let mut written = Vec::new();
+    let mut written = std::collections::HashSet::new();
     for instr in body {
         if !matches!(instr, Instr::Op { .. }) {
             return bad(format!(
@@ -228,10 +252,10 @@ fn check_region(program: &Program, id: RegionId, guard: Option<Pc>) -> Result<()
         }
         written.extend(instr.defs());
     }
-    if let Some(r) = region.inputs.iter().find(|r| written.contains(r)) {
+    if let Some(r) = region.inputs.iter().find(|r| written.contains(*r)) {
         return bad(format!("overwrites its input {r}"));
     }
-    if let Some(r) = region.outputs.iter().find(|r| !written.contains(r)) {
+    if let Some(r) = region.outputs.iter().find(|r| !written.contains(*r)) {
         return bad(format!("never writes its output {r}"));
     }
     Ok(())
@@ -289,29 +313,66 @@ fn successors(program: &Program, pc: usize) -> Vec<(usize, Vec<Reg>)> {
     out
 }
 
+/// Basic blocks: the first pc of each, in order. A block ends before a jump
+/// target and after any instruction that does not simply fall through.
+fn block_starts(program: &Program) -> Vec<usize> {
+    let n = program.instrs.len();
+    let mut leader = vec![false; n];
+    leader[0] = true;
+    for pc in 0..n {
+        let succs = successors(program, pc);
+        if succs.len() != 1 || succs[0].0 != pc + 1 {
+            for (succ, _) in succs {
+                if let Some(l) = leader.get_mut(succ) {
+                    *l = true;
+                }
+            }
+            if let Some(l) = leader.get_mut(pc + 1) {
+                *l = true;
+            }
+        }
+    }
+    (0..n).filter(|&pc| leader[pc]).collect()
+}
+
+/// For every register read, checks it is written on every path before: a
+/// forward dataflow of definitely-written registers over basic blocks.
 fn check_definitions(program: &Program) -> Result<(), VerifyError> {
     let n = program.instrs.len();
     let n_regs = program.n_regs as usize;
-    let mut defined_in: Vec<Option<RegSet>> = vec![None; n];
-    defined_in[0] = Some(RegSet::empty(n_regs));
+    let starts = block_starts(program);
+    let mut block_of = vec![0usize; n];
+    for (b, w) in starts.iter().enumerate() {
+        let end = starts.get(b + 1).copied().unwrap_or(n);
+        block_of[*w..end].fill(b);
+    }
+    let range_of = |b: usize| starts[b]..starts.get(b + 1).copied().unwrap_or(n);
+    let mut entry: Vec<Option<RegSet>> = vec![None; starts.len()];
+    entry[0] = Some(RegSet::empty(n_regs));
     let mut work = vec![0usize];
-    while let Some(pc) = work.pop() {
-        // Invariant: only pcs with a computed entry set are pushed.
-        let Some(mut set) = defined_in[pc].clone() else {
+    while let Some(b) = work.pop() {
+        // Invariant: only blocks with a computed entry set are pushed.
+        let Some(mut set) = entry[b].clone() else {
             continue;
         };
-        for r in program.instrs[pc].defs() {
-            set.insert(r);
+        let pcs = range_of(b);
+        let last = pcs.end - 1;
+        for pc in pcs {
+            for r in program.instrs[pc].defs() {
+                set.insert(r);
+            }
         }
-        for (succ, extra) in successors(program, pc) {
+        for (succ, extra) in successors(program, last) {
             if succ >= n {
                 continue;
             }
+            // Invariant: every successor of a block's last pc starts a block.
+            let sb = block_of[succ];
             let mut edge = set.clone();
             for r in extra {
                 edge.insert(r);
             }
-            let changed = match &mut defined_in[succ] {
+            let changed = match &mut entry[sb] {
                 Some(existing) => existing.intersect(&edge),
                 slot @ None => {
                     *slot = Some(edge);
@@ -319,30 +380,36 @@ fn check_definitions(program: &Program) -> Result<(), VerifyError> {
                 }
             };
             if changed {
-                work.push(succ);
+                work.push(sb);
             }
         }
     }
-    for (pc, instr) in program.instrs.iter().enumerate() {
-        let Some(set) = &defined_in[pc] else { continue };
-        for r in instr.uses() {
-            if !set.contains(r) {
+    for (b, set) in entry.into_iter().enumerate() {
+        let Some(mut set) = set else { continue };
+        for pc in range_of(b) {
+            let instr = &program.instrs[pc];
+            for r in instr.uses() {
+                if !set.contains(r) {
+                    return Err(VerifyError::UndefinedRead {
+                        pc: Pc(pc as u32),
+                        reg: r,
+                    });
+                }
+            }
+            if let Instr::ShapeGuard { region, .. } = instr
+                && let Some(r) = program
+                    .regions
+                    .get(region.index())
+                    .and_then(|reg| reg.inputs.iter().find(|r| !set.contains(**r)))
+            {
                 return Err(VerifyError::UndefinedRead {
                     pc: Pc(pc as u32),
-                    reg: r,
+                    reg: *r,
                 });
             }
-        }
-        if let Instr::ShapeGuard { region, .. } = instr
-            && let Some(r) = program
-                .regions
-                .get(region.index())
-                .and_then(|reg| reg.inputs.iter().find(|r| !set.contains(**r)))
-        {
-            return Err(VerifyError::UndefinedRead {
-                pc: Pc(pc as u32),
-                reg: *r,
-            });
+            for r in instr.defs() {
+                set.insert(r);
+            }
         }
     }
     Ok(())

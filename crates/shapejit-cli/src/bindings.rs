@@ -3,6 +3,10 @@
 //! **Invariant:** an input shape is made concrete only when every symbol it names is
 //! bound; an unbound symbol is an error that names the input and the symbol and says
 //! to pass `--dim`.
+//!
+//! **Invariant:** random inputs are admitted by an [`InputBudget`] (the module's
+//! `max_memory`) before any byte is allocated, and their storage is reserved
+//! fallibly: a huge `--dim` is an error naming the input, never an abort.
 
 use anyhow::{Context, Result, bail};
 use rand::rngs::SmallRng;
@@ -27,6 +31,25 @@ pub fn parse_binding(text: &str) -> Result<(String, usize), String> {
         .parse::<usize>()
         .map_err(|_| format!("'{}' is not a non-negative integer", value.trim()))?;
     Ok((sym.to_string(), n))
+}
+
+/// Parses `--timeout SECONDS` (positive, finite; for clap's `value_parser`).
+pub fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number of seconds"))?;
+    if secs.is_nan() || secs <= 0.0 {
+        return Err(format!("'{text}': the timeout must be positive"));
+    }
+    std::time::Duration::try_from_secs_f64(secs).map_err(|_| format!("'{text}' is too large"))
+}
+
+/// The limits of one run under `--timeout`.
+pub fn run_limits(timeout: Option<std::time::Duration>) -> shapejit::RunOptions {
+    timeout
+        .map(shapejit::RunOptions::timeout)
+        .unwrap_or_default()
 }
 
 /// Collects `--dim` pairs, rejecting a symbol bound twice to different values.
@@ -63,6 +86,45 @@ pub fn concrete_shape(name: &str, ty: &ValueType, bindings: &Bindings) -> Result
         .collect()
 }
 
+/// The memory the inputs built so far hold, against the module's limit.
+#[derive(Debug)]
+pub struct InputBudget {
+    limit: usize,
+    used: u128,
+}
+
+impl InputBudget {
+    /// Nothing used yet; at most `limit` bytes (`Options::max_memory`).
+    pub fn new(limit: usize) -> InputBudget {
+        InputBudget { limit, used: 0 }
+    }
+
+    /// Admits an input of `shape` and `dtype`, or says why it does not fit.
+    pub fn admit(&mut self, name: &str, dtype: DType, shape: &[usize]) -> Result<()> {
+        let bytes = shape.iter().fold(dtype.size() as u128, |acc, &d| {
+            acc.checked_mul(d as u128).unwrap_or(u128::MAX)
+        });
+        let used = self.used.saturating_add(bytes);
+        if used > self.limit as u128 {
+            bail!(
+                "input '{name}' ({dtype}{shape:?}) needs {bytes} bytes; with the inputs before it that is {used}, over the memory limit of {} bytes (Options::max_memory, the machine's memory by default)",
+                self.limit
+            );
+        }
+        self.used = used;
+        Ok(())
+    }
+}
+
+/// `n` values from `next`, reserved fallibly.
+fn generated<T>(n: usize, next: impl FnMut(usize) -> T) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| anyhow::anyhow!("cannot allocate {n} elements (out of memory)"))?;
+    v.extend((0..n).map(next));
+    Ok(v)
+}
+
 /// A random tensor: f32 uniform in [-1, 1), integers in 0..10, bools fair.
 pub fn random_tensor(dtype: DType, shape: &[usize], rng: &mut SmallRng) -> Result<Tensor> {
     let n = shape
@@ -70,13 +132,10 @@ pub fn random_tensor(dtype: DType, shape: &[usize], rng: &mut SmallRng) -> Resul
         .try_fold(1usize, |a, &d| a.checked_mul(d))
         .context("input shape has too many elements")?;
     let tensor = match dtype {
-        DType::F32 => Tensor::from_vec(
-            (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect(),
-            shape,
-        ),
-        DType::I32 => Tensor::from_vec((0..n).map(|_| rng.random_range(0i32..10)).collect(), shape),
-        DType::I64 => Tensor::from_vec((0..n).map(|_| rng.random_range(0i64..10)).collect(), shape),
-        DType::Bool => Tensor::from_vec((0..n).map(|_| rng.random_bool(0.5)).collect(), shape),
+        DType::F32 => Tensor::from_vec(generated(n, |_| rng.random_range(-1.0f32..1.0))?, shape),
+        DType::I32 => Tensor::from_vec(generated(n, |_| rng.random_range(0i32..10))?, shape),
+        DType::I64 => Tensor::from_vec(generated(n, |_| rng.random_range(0i64..10))?, shape),
+        DType::Bool => Tensor::from_vec(generated(n, |_| rng.random_bool(0.5))?, shape),
     };
     Ok(tensor?)
 }

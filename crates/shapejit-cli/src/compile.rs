@@ -1,5 +1,6 @@
 //! `shapejit compile MODEL -o FILE.sjb`: lower once and write the mmap-able
-//! bytecode image (`shapejit_bytecode::image`).
+//! bytecode image (`shapejit_bytecode::image`): a new file renamed over the
+//! target, so a process running the old image keeps running on it.
 
 use anyhow::{Context, Result};
 use std::path::PathBuf;
@@ -12,13 +13,21 @@ pub struct Args {
     /// where to write the image
     #[arg(short, long, value_name = "FILE.sjb")]
     output: PathBuf,
+    /// store a checksum of the weights, checked on every load (reads every
+    /// weight page once at load time)
+    #[arg(long)]
+    checksum_weights: bool,
 }
 
 /// Runs the command.
 pub fn main(args: Args) -> Result<()> {
     let (module, _) = crate::model::load(&args.model, shapejit::Options::interp())?;
     let program = module.program();
-    shapejit::bytecode::image::write(program, &args.output).context("cannot write the image")?;
+    let options = shapejit::bytecode::image::WriteOptions {
+        checksum_weights: args.checksum_weights,
+    };
+    shapejit::bytecode::image::write_with(program, &args.output, options)
+        .context("cannot write the image")?;
     let bytes = std::fs::metadata(&args.output)
         .map(|m| m.len())
         .unwrap_or(0);

@@ -2,16 +2,57 @@
 //!
 //! **Invariant:** a tensor read from a file has exactly the file's shape and
 //! element count; anything else (Fortran order, other dtypes, truncated data) is an
-//! error naming the file.
+//! error naming the file. Only regular files are read, and the data is allocated
+//! only once the header says how much there is and the file holds exactly that.
 
+use crate::bindings::InputBudget;
 use anyhow::{Context, Result, bail};
 use shapejit::{DType, Tensor};
 use std::path::Path;
 
-/// Reads a tensor from a `.npy` file.
-pub fn read(path: &Path) -> Result<Tensor> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read '{}'", path.display()))?;
-    let npy = npyz::NpyFile::new(&bytes[..])
+/// The longest `.npy` header accepted (numpy writes a few hundred bytes).
+const MAX_HEADER: usize = 1 << 16;
+
+/// Reads the fixed prefix (magic, version, header length) and returns it with
+/// the header length, so nothing is read or allocated before the header is known
+/// to be a `.npy` header of a sane size.
+fn prefix(file: &mut impl std::io::Read, path: &Path) -> Result<(Vec<u8>, usize)> {
+    let bad = || format!("'{}' is not a valid .npy file", path.display());
+    let mut pre = vec![0u8; 10];
+    file.read_exact(&mut pre).with_context(bad)?;
+    if &pre[..6] != b"\x93NUMPY" {
+        bail!("{}: bad magic", bad());
+    }
+    let header_len = match pre[6] {
+        1 => u16::from_le_bytes([pre[8], pre[9]]) as usize,
+        2 | 3 => {
+            let mut rest = [0u8; 2];
+            file.read_exact(&mut rest).with_context(bad)?;
+            pre.extend_from_slice(&rest);
+            u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as usize
+        }
+        v => bail!("{}: format version {v}", bad()),
+    };
+    if header_len > MAX_HEADER {
+        bail!(
+            "{}: a {header_len}-byte header (at most {MAX_HEADER})",
+            bad()
+        );
+    }
+    Ok((pre, header_len))
+}
+
+/// Reads a tensor from a `.npy` file, streaming: the header is read and checked
+/// first (only a regular file is accepted, its data must be exactly what the
+/// shape needs and fit in `budget`), then the data.
+pub fn read(path: &Path, name: &str, budget: &mut InputBudget) -> Result<Tensor> {
+    let mut file = shapejit::ir::file::open_regular(path)
+        .with_context(|| format!("cannot read '{}'", path.display()))?;
+    let file_len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let (pre, header_len) = prefix(&mut file, path)?;
+    let data_start = (pre.len() + header_len) as u64;
+    let reader = std::io::BufReader::new(file);
+    let npy = npyz::NpyFile::new(std::io::Read::chain(&pre[..], reader))
         .with_context(|| format!("'{}' is not a valid .npy file", path.display()))?;
     if npy.order() == npyz::Order::Fortran {
         bail!(
@@ -29,16 +70,33 @@ pub fn read(path: &Path) -> Result<Tensor> {
         npyz::DType::Plain(type_str) => type_str.to_string(),
         other => other.descr(),
     };
-    let ctx = || format!("cannot read the data of '{}' ({descr})", path.display());
-    let tensor = match descr.get(1..).unwrap_or_default() {
-        "f4" => Tensor::from_vec(npy.into_vec::<f32>().with_context(ctx)?, &shape),
-        "i4" => Tensor::from_vec(npy.into_vec::<i32>().with_context(ctx)?, &shape),
-        "i8" => Tensor::from_vec(npy.into_vec::<i64>().with_context(ctx)?, &shape),
-        "b1" => Tensor::from_vec(npy.into_vec::<bool>().with_context(ctx)?, &shape),
+    let dtype = match descr.get(1..).unwrap_or_default() {
+        "f4" => DType::F32,
+        "i4" => DType::I32,
+        "i8" => DType::I64,
+        "b1" => DType::Bool,
         _ => bail!(
             "'{}' has dtype '{descr}'; supported: float32, int32, int64, bool",
             path.display()
         ),
+    };
+    let needed = shape.iter().fold(dtype.size() as u128, |acc, &d| {
+        acc.checked_mul(d as u128).unwrap_or(u128::MAX)
+    });
+    let held = u128::from(file_len.saturating_sub(data_start));
+    if needed != held {
+        bail!(
+            "'{}' holds {held} data bytes, its shape {shape:?} of {descr} needs {needed}",
+            path.display()
+        );
+    }
+    budget.admit(name, dtype, &shape)?;
+    let ctx = || format!("cannot read the data of '{}' ({descr})", path.display());
+    let tensor = match dtype {
+        DType::F32 => Tensor::from_vec(npy.into_vec::<f32>().with_context(ctx)?, &shape),
+        DType::I32 => Tensor::from_vec(npy.into_vec::<i32>().with_context(ctx)?, &shape),
+        DType::I64 => Tensor::from_vec(npy.into_vec::<i64>().with_context(ctx)?, &shape),
+        DType::Bool => Tensor::from_vec(npy.into_vec::<bool>().with_context(ctx)?, &shape),
     };
     tensor.with_context(|| {
         format!(
@@ -102,6 +160,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn budget() -> InputBudget {
+        InputBudget::new(1 << 30)
+    }
+
+    fn read_err(path: &Path) -> String {
+        format!("{:#}", read(path, "x", &mut budget()).unwrap_err())
+    }
+
+    #[test]
     fn round_trips_every_dtype() {
         let dir = tempfile::tempdir().unwrap();
         let tensors = [
@@ -114,7 +181,7 @@ mod tests {
         for (i, t) in tensors.iter().enumerate() {
             let path = dir.path().join(format!("{i}.npy"));
             write(&path, t).unwrap();
-            assert_eq!(&read(&path).unwrap(), t);
+            assert_eq!(&read(&path, "x", &mut budget()).unwrap(), t);
         }
     }
 
@@ -123,10 +190,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let junk = dir.path().join("junk.npy");
         std::fs::write(&junk, b"not a numpy file").unwrap();
-        assert!(format!("{:#}", read(&junk).unwrap_err()).contains("not a valid .npy"));
+        assert!(
+            read_err(&junk).contains("not a valid .npy"),
+            "{}",
+            read_err(&junk)
+        );
         let f64_file = dir.path().join("f64.npy");
         npyz::to_file_1d(&f64_file, vec![1.0f64, 2.0]).unwrap();
-        assert!(format!("{:#}", read(&f64_file).unwrap_err()).contains("<f8"));
+        assert!(read_err(&f64_file).contains("<f8"));
         let truncated = dir.path().join("short.npy");
         write(
             &truncated,
@@ -135,7 +206,51 @@ mod tests {
         .unwrap();
         let bytes = std::fs::read(&truncated).unwrap();
         std::fs::write(&truncated, &bytes[..bytes.len() - 8]).unwrap();
-        assert!(read(&truncated).is_err());
+        let err = read_err(&truncated);
+        assert!(
+            err.contains("holds 56 data bytes, its shape [16] of <f4 needs 64"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn special_files_huge_headers_and_huge_shapes_are_errors() {
+        let err = read_err(Path::new("/dev/zero"));
+        assert!(
+            err.contains("a character device, expected a regular file"),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        // A v2 header claiming 4 GiB of header text.
+        let big_header = dir.path().join("big.npy");
+        let mut bytes = b"\x93NUMPY\x02\x00".to_vec();
+        bytes.extend_from_slice(&u32::MAX.to_le_bytes());
+        std::fs::write(&big_header, &bytes).unwrap();
+        let err = read_err(&big_header);
+        assert!(err.contains("a 4294967295-byte header"), "{err}");
+        // A shape of 2^40 floats over no data: caught before any allocation.
+        let huge = dir.path().join("huge.npy");
+        let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776,), }";
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(header.len() as u16 + 1).to_le_bytes());
+        bytes.extend_from_slice(header.as_bytes());
+        bytes.push(b'\n');
+        std::fs::write(&huge, &bytes).unwrap();
+        let err = read_err(&huge);
+        assert!(
+            err.contains(
+                "holds 0 data bytes, its shape [1099511627776] of <f4 needs 4398046511104"
+            ),
+            "{err}"
+        );
+        // Within the file but over the memory budget.
+        let ok = dir.path().join("ok.npy");
+        write(&ok, &Tensor::from_vec(vec![1f32; 16], &[16]).unwrap()).unwrap();
+        let err = format!(
+            "{:#}",
+            read(&ok, "x", &mut InputBudget::new(63)).unwrap_err()
+        );
+        assert!(err.contains("input 'x' (f32[16]) needs 64 bytes"), "{err}");
     }
 
     #[test]

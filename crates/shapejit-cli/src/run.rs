@@ -50,6 +50,9 @@ pub struct Args {
     /// intra-op threads, the calling thread included (default: all cores)
     #[arg(long, value_name = "N", value_parser = crate::model::parse_threads)]
     threads: Option<usize>,
+    /// fail a run that takes longer than this (seconds; a runaway loop stops)
+    #[arg(long, value_name = "SECONDS", value_parser = bindings::parse_timeout)]
+    timeout: Option<std::time::Duration>,
 }
 
 fn parse_input(text: &str) -> Result<(String, PathBuf), String> {
@@ -65,6 +68,7 @@ fn parse_input(text: &str) -> Result<(String, PathBuf), String> {
 /// Builds the input list in the module's order: files where given, else random.
 fn make_inputs(module: &shapejit::Module, args: &Args) -> Result<Vec<Tensor>> {
     let specs = module.inputs();
+    let mut budget = bindings::InputBudget::new(module.vm().options().max_memory);
     let mut from_files: Vec<Option<Tensor>> = vec![None; specs.len()];
     for (name, path) in &args.inputs {
         let Some(idx) = specs.iter().position(|s| &s.name == name) else {
@@ -77,7 +81,8 @@ fn make_inputs(module: &shapejit::Module, args: &Args) -> Result<Vec<Tensor>> {
         if from_files[idx].is_some() {
             bail!("input '{name}' is given twice");
         }
-        from_files[idx] = Some(npy::read(path).with_context(|| format!("input '{name}'"))?);
+        from_files[idx] =
+            Some(npy::read(path, name, &mut budget).with_context(|| format!("input '{name}'"))?);
     }
     // Symbols not given by --dim are taken from the file inputs' actual dims.
     let mut binds: Bindings = bindings::collect(&args.dims)?;
@@ -97,6 +102,7 @@ fn make_inputs(module: &shapejit::Module, args: &Args) -> Result<Vec<Tensor>> {
             Some(t) => Ok(t),
             None => {
                 let shape = bindings::concrete_shape(&spec.name, &spec.ty, &binds)?;
+                budget.admit(&spec.name, spec.ty.dtype, &shape)?;
                 bindings::random_tensor(spec.ty.dtype, &shape, &mut rng)
             }
         })
@@ -193,7 +199,9 @@ pub fn main(args: Args) -> Result<()> {
     let wall = Instant::now();
     for i in 0..args.iters {
         let start = Instant::now();
-        outputs = rt.run(&inputs).context("the run failed")?;
+        outputs = rt
+            .run_with(&inputs, &bindings::run_limits(args.timeout))
+            .context("the run failed")?;
         if i == 0 {
             first_us = start.elapsed().as_secs_f64() * 1e6;
         }

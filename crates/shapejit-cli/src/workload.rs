@@ -103,7 +103,7 @@ impl Workload {
                 Ok(Workload::Jitter { lo, hi })
             }
             "trace" => {
-                let text = std::fs::read_to_string(Path::new(arg))
+                let text = shapejit::ir::file::read_to_string(Path::new(arg))
                     .with_context(|| format!("cannot read trace file '{arg}'"))?;
                 Ok(Workload::Trace(
                     parse_trace(&text).with_context(|| format!("in trace file '{arg}'"))?,

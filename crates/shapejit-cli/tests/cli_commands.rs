@@ -292,3 +292,91 @@ fn wrong_input_shape_names_the_input() {
         "'x'",
     );
 }
+
+#[test]
+fn sizes_past_the_memory_limit_are_errors_not_aborts() {
+    assert_fails(
+        &["run", "builtin:mlp", "--dim", "batch=100000000000"],
+        "input 'x' (f32[100000000000, 512]) needs 204800000000000 bytes",
+    );
+    assert_fails(
+        &[
+            "bench",
+            "builtin:mlp",
+            "--workload",
+            "jitter:1..1000000",
+            "--tiers",
+            "interp",
+        ],
+        "over the memory limit of",
+    );
+}
+
+#[test]
+fn special_files_are_rejected_without_reading_them() {
+    assert_fails(
+        &["run", "builtin:mlp", "--input", "x=/dev/zero"],
+        "'/dev/zero': a character device, expected a regular file",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    assert_fails(
+        &["run", dir.path().to_str().unwrap()],
+        "unknown model format",
+    );
+    let sjir = dir.path().join("d.sjir");
+    std::fs::create_dir(&sjir).unwrap();
+    assert_fails(
+        &["run", sjir.to_str().unwrap()],
+        "a directory, expected a regular file",
+    );
+}
+
+#[test]
+fn compile_replaces_a_mapped_image_without_disturbing_its_reader() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.sjb");
+    let p = path.to_str().unwrap();
+    let out = shapejit(&["compile", "builtin:mlp", "-o", p]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reference = shapejit(&["run", p, "--tier", "interp", "--dim", "batch=4"]);
+    assert!(reference.status.success(), "{}", stderr(&reference));
+    let inode = std::fs::metadata(&path).unwrap().ino();
+    // A long run keeps the image mapped while compile writes another model over it.
+    let child = Command::new(env!("CARGO_BIN_EXE_shapejit"))
+        .args([
+            "run", p, "--tier", "interp", "--dim", "batch=4", "--iters", "200000",
+        ])
+        .env_remove("SHAPEJIT_JIT")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = shapejit(&[
+        "compile",
+        "builtin:transformer",
+        "-o",
+        p,
+        "--checksum-weights",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_ne!(
+        std::fs::metadata(&path).unwrap().ino(),
+        inode,
+        "not a new file"
+    );
+    let done = child.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "the reader died: {:?} {}",
+        done.status,
+        stderr(&done)
+    );
+    // Same outputs as before the rewrite (the summary line; timings differ).
+    let first_line = |o: &Output| stdout(o).lines().next().unwrap_or_default().to_string();
+    assert_eq!(first_line(&done), first_line(&reference));
+    // The new image loads, with its weight checksum.
+    let out = shapejit(&["run", p, "--tier", "interp", "--dim", "batch=1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

@@ -131,12 +131,47 @@ impl Dim {
     }
 
     /// `self * rhs`, or `None` when the product could have more than
-    /// [`MAX_TERMS`] monomials (bounds the work hostile shapes can cause).
+    /// [`MAX_TERMS`] monomials (bounds the work hostile shapes can cause) or a
+    /// coefficient overflows `i64`.
     pub fn checked_mul(&self, rhs: &Dim) -> Option<Dim> {
         if self.terms.len().saturating_mul(rhs.terms.len()) > MAX_TERMS {
             return None;
         }
-        Some(self.clone() * rhs.clone())
+        let mut raw = Vec::with_capacity(self.terms.len() * rhs.terms.len());
+        for (ma, ca) in &self.terms {
+            for (mb, cb) in &rhs.terms {
+                let mut mono = ma.clone();
+                mono.extend(mb.iter().cloned());
+                raw.push((mono, ca.checked_mul(*cb)?));
+            }
+        }
+        Dim::checked_from_terms(raw)
+    }
+
+    /// `self + rhs`, or `None` when a coefficient overflows `i64`.
+    pub fn checked_add(&self, rhs: &Dim) -> Option<Dim> {
+        Dim::checked_from_terms(self.terms.clone().into_iter().chain(rhs.terms.clone()))
+    }
+
+    /// `self - rhs`, or `None` when a coefficient overflows `i64`.
+    pub fn checked_sub(&self, rhs: &Dim) -> Option<Dim> {
+        let negated = rhs
+            .terms
+            .iter()
+            .map(|(m, c)| Some((m.clone(), c.checked_neg()?)))
+            .collect::<Option<Vec<_>>>()?;
+        Dim::checked_from_terms(self.terms.clone().into_iter().chain(negated))
+    }
+
+    fn checked_from_terms(raw: impl IntoIterator<Item = (Vec<Symbol>, i64)>) -> Option<Dim> {
+        let mut terms: BTreeMap<Vec<Symbol>, i64> = BTreeMap::new();
+        for (mut mono, coef) in raw {
+            mono.sort();
+            let slot = terms.entry(mono).or_insert(0);
+            *slot = slot.checked_add(coef)?;
+        }
+        terms.retain(|_, c| *c != 0);
+        Some(Dim { terms })
     }
 
     /// Exact division by a known integer; `None` if some coefficient is not divisible.
@@ -190,8 +225,8 @@ impl Dim {
         let mut terms: BTreeMap<Vec<Symbol>, i64> = BTreeMap::new();
         for (mut mono, coef) in raw {
             mono.sort();
-            // Wrapping: dims come from user files; overflow must not panic (the
-            // result is then meaningless, and a later known-size check rejects it).
+            // Wrapping: overflow must not panic. Dims from user files are built
+            // with the `checked_*` forms, which report it instead.
             let slot = terms.entry(mono).or_insert(0);
             *slot = slot.wrapping_add(coef);
         }
@@ -313,6 +348,13 @@ const MAX_DIM_DEPTH: usize = 32;
 /// Most monomials a parsed dim may have (bounds `(a+b)*(c+d)*...` blow-up).
 const MAX_DIM_TERMS: usize = 64;
 
+fn overflow(offset: usize) -> DimParseError {
+    DimParseError {
+        offset,
+        message: "the dim arithmetic overflows a 64-bit integer".into(),
+    }
+}
+
 struct DimParser<'a> {
     src: &'a [u8],
     pos: usize,
@@ -344,11 +386,13 @@ impl DimParser<'_> {
             match self.peek() {
                 Some(b'+') => {
                     self.pos += 1;
-                    acc = acc + self.term()?;
+                    let at = self.pos;
+                    acc = acc.checked_add(&self.term()?).ok_or_else(|| overflow(at))?;
                 }
                 Some(b'-') => {
                     self.pos += 1;
-                    acc = acc - self.term()?;
+                    let at = self.pos;
+                    acc = acc.checked_sub(&self.term()?).ok_or_else(|| overflow(at))?;
                 }
                 _ => return Ok(acc),
             }
@@ -359,7 +403,8 @@ impl DimParser<'_> {
         let mut acc = self.atom()?;
         while self.peek() == Some(b'*') {
             self.pos += 1;
-            acc = acc * self.atom()?;
+            let at = self.pos;
+            acc = acc.checked_mul(&self.atom()?).ok_or_else(|| overflow(at))?;
             if acc.terms.len() > MAX_DIM_TERMS {
                 return Err(self.error("dim expression has too many terms"));
             }
@@ -389,9 +434,10 @@ impl DimParser<'_> {
                 }
                 self.pos += 1;
                 self.depth += 1;
+                let at = self.pos;
                 let d = self.atom();
                 self.depth -= 1;
-                Ok(Dim::known(0) - d?)
+                Dim::known(0).checked_sub(&d?).ok_or_else(|| overflow(at))
             }
             Some(c) if c.is_ascii_digit() => {
                 let start = self.pos;
@@ -454,6 +500,28 @@ mod tests {
         assert_eq!(Dim::parse("(a+1)*2").unwrap().to_string(), "a*2+2");
         assert!(Dim::parse("a+").is_err());
         assert!(Dim::parse("a b").is_err());
+    }
+
+    #[test]
+    fn overflowing_dim_arithmetic_is_an_error() {
+        // 4611686018427387904 * 4 = 2^64: wrapped, the monomial vanished and this
+        // printed as `3`.
+        let err = Dim::parse("n*4611686018427387904*4+3").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "at offset 22: the dim arithmetic overflows a 64-bit integer"
+        );
+        assert!(Dim::parse("9223372036854775807+1").is_err());
+        assert!(Dim::parse("-9223372036854775807-2").is_err());
+        assert!(Dim::parse("n*9223372036854775807+n").is_err());
+        assert_eq!(
+            Dim::parse("n*4611686018427387903*2-n*9223372036854775805").unwrap(),
+            Dim::sym("n")
+        );
+        let big = Dim::known(i64::MAX);
+        assert!(big.checked_add(&Dim::known(1)).is_none());
+        assert!(big.checked_mul(&Dim::known(2)).is_none());
+        assert!(Dim::known(i64::MIN).checked_sub(&Dim::known(1)).is_none());
     }
 
     #[test]

@@ -39,6 +39,7 @@ pub mod builder_ops;
 pub mod dim;
 pub mod dtype;
 pub mod error;
+pub mod file;
 pub mod graph;
 pub mod infer;
 pub mod op;

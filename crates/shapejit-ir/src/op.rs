@@ -195,7 +195,7 @@ pub enum BinaryOp {
     Sub,
     /// `a * b`
     Mul,
-    /// `a / b` (integer division truncates toward zero)
+    /// `a / b` (integer division truncates toward zero; an integer divisor of 0 is a run-time error)
     Div,
     /// `a ^ b`
     Pow,
@@ -349,6 +349,21 @@ pub struct Window2d {
     pub pads: [usize; 4],
     /// dilations along H and W
     pub dilations: [usize; 2],
+}
+
+impl Window2d {
+    /// A pooling window's pads must be smaller than its kernel on each side (as
+    /// onnxruntime requires): a pad as wide as the kernel makes windows that
+    /// cover only padding (an average of no elements).
+    pub fn check_pool_pads(&self) -> Result<(), String> {
+        if (0..4).any(|i| self.pads[i] >= self.kernel[i % 2]) {
+            return Err(format!(
+                "pads {:?} must be smaller than the kernel {:?} on each side",
+                self.pads, self.kernel
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// One operation of the graph.

@@ -39,6 +39,14 @@ pub enum TensorError {
     /// The storage is not aligned for the dtype.
     #[error("tensor data is not aligned for {0}")]
     Misaligned(DType),
+    /// The allocator refused the tensor's storage.
+    #[error("cannot allocate {bytes} bytes for a tensor of shape {shape:?} (out of memory)")]
+    OutOfMemory {
+        /// The shape asked for.
+        shape: Vec<usize>,
+        /// Bytes needed.
+        bytes: usize,
+    },
 }
 
 /// A dense tensor with a known shape.
@@ -69,6 +77,20 @@ pub fn checked_numel(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
 }
 
+/// Zeroed storage for `bytes` bytes, 8-byte aligned, reserved fallibly.
+fn aligned_words(bytes: usize, shape: &[usize]) -> Result<Vec<u64>, TensorError> {
+    let n = bytes.div_ceil(8);
+    let mut words = Vec::new();
+    words
+        .try_reserve_exact(n)
+        .map_err(|_| TensorError::OutOfMemory {
+            shape: shape.to_vec(),
+            bytes,
+        })?;
+    words.resize(n, 0);
+    Ok(words)
+}
+
 impl Tensor {
     /// A tensor that owns `data`, laid out row-major in `shape`.
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor, TensorError> {
@@ -97,15 +119,16 @@ impl Tensor {
         }
     }
 
-    /// A tensor of zeros.
+    /// A tensor of zeros (all-zero bytes are zero, or `false`, in every dtype).
+    /// A shape whose byte count overflows is [`TensorError::TooLarge`]; storage
+    /// the allocator refuses is [`TensorError::OutOfMemory`].
     pub fn zeros(dtype: DType, shape: &[usize]) -> Result<Tensor, TensorError> {
-        let numel = checked_numel(shape).ok_or_else(|| TensorError::TooLarge(shape.to_vec()))?;
-        match dtype {
-            DType::F32 => Tensor::from_vec(vec![0f32; numel], shape),
-            DType::I32 => Tensor::from_vec(vec![0i32; numel], shape),
-            DType::I64 => Tensor::from_vec(vec![0i64; numel], shape),
-            DType::Bool => Tensor::from_vec(vec![false; numel], shape),
-        }
+        let bytes = checked_numel(shape)
+            .and_then(|n| n.checked_mul(dtype.size()))
+            .ok_or_else(|| TensorError::TooLarge(shape.to_vec()))?;
+        let words = aligned_words(bytes, shape)?;
+        let owned = Bytes::from_owner(VecOwner(words)).slice(0..bytes);
+        Tensor::from_bytes(dtype, shape, owned)
     }
 
     /// A tensor over existing bytes (e.g. a memory-mapped region), without copying.
@@ -149,8 +172,7 @@ impl Tensor {
         if (data.as_ptr() as usize).is_multiple_of(dtype.size()) {
             return Tensor::from_bytes(dtype, shape, data);
         }
-        let words = data.len().div_ceil(8);
-        let mut buf = vec![0u64; words];
+        let mut buf = aligned_words(data.len(), shape)?;
         // SAFETY: `buf` holds at least `data.len()` bytes; u64 has no invalid bit patterns.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), buf.as_mut_ptr().cast::<u8>(), data.len())
@@ -241,6 +263,12 @@ mod tests {
         assert!(t.as_slice::<i64>().is_err());
         assert!(Tensor::from_vec(vec![1f32], &[2]).is_err());
         assert!(Tensor::zeros(DType::F32, &[usize::MAX, 2]).is_err());
+        let z = Tensor::zeros(DType::I64, &[2, 3]).unwrap();
+        assert_eq!(z.as_slice::<i64>().unwrap(), &[0; 6]);
+        assert_eq!(
+            Tensor::zeros(DType::Bool, &[3]).unwrap().as_slice::<bool>(),
+            Ok(&[false; 3][..])
+        );
         // a mismatch on a huge shape reports sizes without overflowing
         assert!(Tensor::from_vec(vec![1f32], &[usize::MAX / 2]).is_err());
         let unaligned = Bytes::from(vec![0u8; 9]).slice(1..9);

@@ -146,7 +146,7 @@ pub fn map_file(path: &Path) -> Result<Bytes, OnnxError> {
         path: path.to_path_buf(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
+    let file = shapejit_ir::file::open_regular(path).map_err(io)?;
     if file.metadata().map_err(io)?.len() == 0 {
         return Ok(Bytes::new());
     }

@@ -236,6 +236,40 @@ fn unary_activations() {
 }
 
 #[test]
+fn softplus_is_stable_at_extreme_inputs() {
+    // onnxruntime: Softplus(100) = 100, not inf; NaN and ±inf as the f64 limit.
+    let xs = [
+        100f32,
+        -100.0,
+        0.0,
+        20.0,
+        -20.0,
+        88.8,
+        1e30,
+        -1e30,
+        f32::MAX,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
+    let m = single(13, "Softplus", &[&["12"]], vec![], vec![]);
+    let out = run(&m, &[Tensor::from_vec(xs.to_vec(), &[12]).unwrap()]);
+    for (&x, &got) in xs.iter().zip(out[0].as_slice::<f32>().unwrap()) {
+        let v = f64::from(x);
+        let want = v.max(0.0) + (-v.abs()).exp().ln_1p();
+        if want.is_nan() {
+            assert!(got.is_nan(), "softplus({x}) = {got}, expected NaN");
+        } else {
+            let want = want as f32;
+            assert!(
+                got == want || (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "softplus({x}) = {got}, expected {want}"
+            );
+        }
+    }
+}
+
+#[test]
 fn clip_with_input_bounds_and_prelu() {
     let mut rng = r::rng(5);
     let x = r::random(&mut rng, &[2, 3, 2], -2.0, 2.0);

@@ -1,9 +1,10 @@
 //! 64-byte-aligned, zero-initialized byte buffers: one per storage group of a
-//! [`crate::Runtime`]'s arena.
+//! [`crate::Runtime`]'s arena, grown through the runtime's [`Budget`].
 //!
 //! **Invariants:** a buffer's pointer is 64-byte aligned (also when empty) and
 //! its `cap` bytes are initialized; buffers only grow (a run with the shapes of
-//! an earlier run allocates nothing).
+//! an earlier run allocates nothing); a [`Budget`] never lets the buffers it
+//! grew hold more than its limit.
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
@@ -72,14 +73,13 @@ impl AlignedBuf {
         true
     }
 
-    /// Makes room for `bytes` bytes, keeping the current contents (grows at
-    /// least geometrically). Returns false when the allocation fails.
+    /// Makes room for `bytes` bytes, keeping the current contents. Returns false
+    /// when the allocation fails.
     pub fn ensure_preserving(&mut self, bytes: usize) -> bool {
         if bytes <= self.cap {
             return true;
         }
-        let want = bytes.max(self.cap.saturating_mul(2));
-        let Some((ptr, cap)) = AlignedBuf::allocate(want) else {
+        let Some((ptr, cap)) = AlignedBuf::allocate(bytes) else {
             return false;
         };
         // SAFETY: both regions are valid for `self.cap` bytes and distinct allocations.
@@ -98,6 +98,94 @@ impl AlignedBuf {
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as in `as_slice`, and `&mut self` gives exclusive access.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.cap) }
+    }
+}
+
+/// Why a [`Budget`] did not grow a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Denied {
+    /// Growing would take the bytes held over the limit.
+    Limit {
+        /// the bytes the buffer needed
+        bytes: u128,
+        /// the limit
+        limit: usize,
+    },
+    /// The allocator refused the memory.
+    Refused {
+        /// the bytes asked for
+        bytes: usize,
+    },
+}
+
+/// The bytes the buffers of one runtime hold, against a limit
+/// (`Options::max_memory`). Every buffer of the runtime grows through it.
+#[derive(Debug)]
+pub struct Budget {
+    limit: usize,
+    held: usize,
+}
+
+impl Budget {
+    /// Nothing held yet.
+    pub fn new(limit: usize) -> Budget {
+        Budget { limit, held: 0 }
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Checks that `extra` more bytes (e.g. a returned tensor the caller is about
+    /// to allocate, beside what the buffers hold) fit under the limit.
+    pub fn admit(&self, extra: u128) -> Result<(), Denied> {
+        if self.held as u128 + extra > self.limit as u128 {
+            return Err(Denied::Limit {
+                bytes: extra,
+                limit: self.limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// Makes room for `bytes` in `buf` (contents not kept).
+    pub fn grow(&mut self, buf: &mut AlignedBuf, bytes: u128) -> Result<(), Denied> {
+        self.grow_to(buf, bytes, false)
+    }
+
+    /// Makes room for `bytes` in `buf`, keeping its contents; grows geometrically
+    /// (within the limit) so repeated appends copy a linear amount.
+    pub fn grow_preserving(&mut self, buf: &mut AlignedBuf, bytes: u128) -> Result<(), Denied> {
+        self.grow_to(buf, bytes, true)
+    }
+
+    fn grow_to(&mut self, buf: &mut AlignedBuf, bytes: u128, preserve: bool) -> Result<(), Denied> {
+        let old = buf.capacity();
+        if bytes <= old as u128 {
+            return Ok(());
+        }
+        let others = self.held - old;
+        // Buffers round up to ALIGN, so the room does too (downwards).
+        let room = self.limit.saturating_sub(others) / ALIGN * ALIGN;
+        if bytes > room as u128 {
+            return Err(Denied::Limit {
+                bytes,
+                limit: self.limit,
+            });
+        }
+        // Invariant: `bytes <= room <= usize::MAX` here.
+        let bytes = bytes as usize;
+        let ok = if preserve {
+            buf.ensure_preserving(bytes.max(old.saturating_mul(2).min(room)))
+        } else {
+            buf.ensure(bytes)
+        };
+        if !ok {
+            return Err(Denied::Refused { bytes });
+        }
+        self.held = others + buf.capacity();
+        Ok(())
     }
 }
 
@@ -132,5 +220,36 @@ mod tests {
         assert_eq!(&b.as_slice()[..3], &[1, 2, 3]);
         assert!(b.as_slice()[3..].iter().all(|&x| x == 0));
         assert!(!b.ensure(usize::MAX));
+    }
+
+    #[test]
+    fn a_budget_keeps_buffers_under_its_limit() {
+        let mut budget = Budget::new(1000);
+        let (mut a, mut b) = (AlignedBuf::default(), AlignedBuf::default());
+        budget.grow(&mut a, 600).unwrap();
+        assert_eq!(a.capacity(), 640);
+        assert_eq!(
+            budget.grow(&mut b, 400),
+            Err(Denied::Limit {
+                bytes: 400,
+                limit: 1000
+            })
+        );
+        budget.grow(&mut b, 300).unwrap();
+        assert_eq!(b.capacity(), 320);
+        assert!(budget.admit(40).is_ok());
+        assert!(budget.admit(41).is_err());
+        // Regrowing counts the new size in place of the old one.
+        assert!(budget.grow(&mut a, 680).is_err());
+        budget.grow(&mut a, 640).unwrap();
+        // Geometric growth stops at the limit instead of failing.
+        let mut budget = Budget::new(200);
+        let mut c = AlignedBuf::default();
+        budget.grow_preserving(&mut c, 100).unwrap();
+        assert_eq!(c.capacity(), 128);
+        budget.grow_preserving(&mut c, 150).unwrap();
+        assert_eq!(c.capacity(), 192);
+        let huge = Budget::new(usize::MAX).grow(&mut AlignedBuf::default(), 1 << 62);
+        assert_eq!(huge, Err(Denied::Refused { bytes: 1 << 62 }));
     }
 }

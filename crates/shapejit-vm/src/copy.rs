@@ -4,6 +4,9 @@
 //! **Invariant:** the source comes from a checked [`TensorRef`], so every
 //! element its layout addresses is in bounds; lookups are still checked and
 //! report `false` instead of panicking.
+//!
+//! **Invariant:** a caller-owned tensor's storage is reserved fallibly: a size
+//! the allocator refuses is [`CopyError::Refused`], never an abort.
 
 use crate::tensor::TensorRef;
 use shapejit_ir::{DType, Tensor};
@@ -60,20 +63,39 @@ fn vec_index(rank: usize) -> smallvec::SmallVec<[usize; 8]> {
     smallvec::SmallVec::from_elem(0, rank)
 }
 
-/// A caller-owned tensor with `src`'s elements (`None` if the layout does not fit the data).
+/// Why a tensor could not be copied out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyError {
+    /// The allocator refused the memory.
+    Refused,
+    /// The layout does not fit the data (an internal bug).
+    Layout,
+}
+
+/// A caller-owned tensor with `src`'s elements.
 ///
-/// The storage is a fresh `Vec<u8>` that nothing else shares, so a caller can
-/// take it back as a mutable buffer without a copy (`Bytes::try_into_mut`).
-/// The system allocator aligns it for every dtype (glibc: 16 bytes); where it
-/// would not, `from_bytes_or_copy` copies into aligned storage.
-pub fn to_tensor(src: &TensorRef<'_>) -> Option<Tensor> {
-    let len = src.layout.numel().checked_mul(src.dtype.size())?;
-    let mut bytes = vec![0u8; len];
+/// The storage is a fresh `Vec<u8>` that nothing else shares, reserved
+/// fallibly, so a caller can take it back as a mutable buffer without a copy
+/// (`Bytes::try_into_mut`). The system allocator aligns it for every dtype
+/// (glibc: 16 bytes); where it would not, `from_bytes_or_copy` copies into
+/// aligned storage.
+pub fn to_tensor(src: &TensorRef<'_>) -> Result<Tensor, CopyError> {
+    let len = src
+        .layout
+        .numel()
+        .checked_mul(src.dtype.size())
+        .ok_or(CopyError::Refused)?;
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(len)
+        .map_err(|_| CopyError::Refused)?;
+    bytes.resize(len, 0u8);
     if !to_contiguous(src, &mut bytes) {
-        return None;
+        return Err(CopyError::Layout);
     }
     if src.dtype == DType::Bool {
         bytes.iter_mut().for_each(|b| *b = u8::from(*b != 0));
     }
-    Tensor::from_bytes_or_copy(src.dtype, src.layout.shape.as_slice(), bytes.into()).ok()
+    Tensor::from_bytes_or_copy(src.dtype, src.layout.shape.as_slice(), bytes.into())
+        .map_err(|_| CopyError::Layout)
 }

@@ -6,6 +6,17 @@
 
 use shapejit_ir::DType;
 
+/// Why a [`crate::Module`] could not be built.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ModuleError {
+    /// The program failed the bytecode verifier.
+    #[error(transparent)]
+    Verify(#[from] shapejit_bytecode::VerifyError),
+    /// An option is out of range.
+    #[error(transparent)]
+    Options(#[from] crate::options::OptionsError),
+}
+
 /// A graph input does not match the program's declared input.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InputError {
@@ -118,13 +129,40 @@ pub enum RunError {
         /// what is wrong
         message: String,
     },
-    /// A tensor too large to allocate.
-    #[error("cannot allocate {bytes} bytes for storage group {group}")]
+    /// A tensor the run needs would take the memory it holds over
+    /// `Options::max_memory` (or its byte count overflows).
+    #[error(
+        "{what} needs {bytes} bytes, over the memory limit of {limit} bytes (Options::max_memory)"
+    )]
+    MemoryLimit {
+        /// what needed the memory (the node and op, or the output)
+        what: String,
+        /// the bytes it needed (exact, also when they overflow `usize`)
+        bytes: u128,
+        /// the limit
+        limit: usize,
+    },
+    /// The allocator refused memory within the limit.
+    #[error("{what} needs {bytes} bytes and the allocator refused them (out of memory)")]
     OutOfMemory {
+        /// what needed the memory
+        what: String,
         /// requested size
         bytes: usize,
-        /// the group
-        group: shapejit_bytecode::GroupId,
+    },
+    /// The run's [`crate::CancelToken`] was cancelled.
+    #[error("the run was cancelled (stopped before {pc})")]
+    Cancelled {
+        /// the instruction that did not start
+        pc: shapejit_bytecode::Pc,
+    },
+    /// The run's deadline passed.
+    #[error("the run exceeded its deadline after {:.3} s (stopped before {pc})", after.as_secs_f64())]
+    DeadlineExceeded {
+        /// the instruction that did not start
+        pc: shapejit_bytecode::Pc,
+        /// how long the run had been running
+        after: std::time::Duration,
     },
     /// A bug in shapejit (a verified program misbehaved).
     #[error("internal error at {pc}: {message}")]

@@ -1,9 +1,11 @@
 //! [`Module`]: a verified program shared by every thread (`Arc` inside), with
 //! its per-slot profiles, counters and the optional tier-1 [`RegionExecutor`].
 //!
-//! **Invariant:** the program inside a module has passed the bytecode verifier;
-//! profiles and counters have exactly one entry per slot.
+//! **Invariant:** the program inside a module has passed the bytecode verifier
+//! and its options [`Options::validate`]; profiles and counters have exactly one
+//! entry per slot.
 
+use crate::error::ModuleError;
 use crate::hook::RegionExecutor;
 use crate::options::{Options, Tier};
 use crate::pool::Pool;
@@ -11,7 +13,7 @@ use crate::profile::{GlobalCounters, SlotCounters, SlotProfile};
 use crate::runtime::Runtime;
 use crate::stats::{Stats, snapshot};
 use crate::weights::PackedWeights;
-use shapejit_bytecode::{GroupId, Instr, Program, VerifyError};
+use shapejit_bytecode::{GroupId, Instr, Program};
 use std::sync::{Arc, OnceLock};
 
 /// Every counter of a module: per slot and global.
@@ -100,17 +102,19 @@ fn region_out_groups(program: &Program) -> Vec<Vec<GroupId>> {
 
 impl Module {
     /// A module running `program` on the interpreter (no tier-1 executor).
-    pub fn new(program: Program, options: Options) -> Result<Module, VerifyError> {
+    pub fn new(program: Program, options: Options) -> Result<Module, ModuleError> {
         Module::with_executor(program, options, |_| None)
     }
 
     /// A module whose region heads consult the executor `make` builds (only
-    /// called when the effective tier is [`Tier::Jit`]).
+    /// called when the effective tier is [`Tier::Jit`]). The options are
+    /// validated and the program verified first.
     pub fn with_executor(
         program: Program,
         options: Options,
         make: impl FnOnce(&ExecutorEnv<'_>) -> Option<Arc<dyn RegionExecutor>>,
-    ) -> Result<Module, VerifyError> {
+    ) -> Result<Module, ModuleError> {
+        options.validate()?;
         shapejit_bytecode::verify(&program)?;
         let options = options.with_env_overrides();
         let n_slots = program.slots.len();

@@ -17,12 +17,17 @@
 //!   [`TensorRef::new`]'s bounds check, never undefined behaviour;
 //! - after a run with given input shapes, another run with the same shapes
 //!   allocates only the returned tensors (buffers only grow, per-slot key memos
-//!   and profiles are reused).
+//!   and profiles are reused);
+//! - every buffer grows through the runtime's [`Budget`], and the returned
+//!   tensors are admitted by it too: a run never holds more than
+//!   `Options::max_memory`, and a size the allocator refuses is a
+//!   [`RunError::OutOfMemory`], never an abort.
 
-use crate::arena::AlignedBuf;
-use crate::copy::{to_contiguous, to_tensor};
+use crate::arena::{AlignedBuf, Budget, Denied};
+use crate::copy::{CopyError, to_contiguous, to_tensor};
 use crate::error::{InputError, RunError};
 use crate::hook::GuardCtx;
+use crate::limits::{RunOptions, Watch};
 use crate::module::{Module, ModuleInner};
 use crate::ops;
 use crate::profile::{KeyIdx, bump};
@@ -85,6 +90,7 @@ pub struct Runtime {
     scratch: Vec<Mutex<ops::Scratch>>,
     symbols: Vec<Option<i64>>,
     memo: Vec<Memo>,
+    budget: Budget,
 }
 
 fn internal(pc: usize, message: impl Into<String>) -> RunError {
@@ -200,10 +206,37 @@ fn key_of(
     Some((key, idx))
 }
 
-fn bytes_of(dtype: DType, shape: &[usize]) -> Option<usize> {
-    shape
-        .iter()
-        .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
+/// The bytes of a tensor, exact (saturating only past `u128`).
+fn bytes_of(dtype: DType, shape: &[usize]) -> u128 {
+    shape.iter().fold(dtype.size() as u128, |acc, &d| {
+        acc.checked_mul(d as u128).unwrap_or(u128::MAX)
+    })
+}
+
+/// The error for a buffer the budget did not grow; `what` names who needed it.
+fn denied(d: Denied, what: impl FnOnce() -> String) -> RunError {
+    match d {
+        Denied::Limit { bytes, limit } => RunError::MemoryLimit {
+            what: what(),
+            bytes,
+            limit,
+        },
+        Denied::Refused { bytes } => RunError::OutOfMemory {
+            what: what(),
+            bytes,
+        },
+    }
+}
+
+/// `node 'NAME' (OP)` for the node that owns a slot.
+fn node_label(inner: &ModuleInner, slot: SlotId, op: &str) -> String {
+    let node = inner
+        .program
+        .slots
+        .get(slot.index())
+        .map(|s| s.node.as_str())
+        .unwrap_or("?");
+    format!("node '{node}' ({op})")
 }
 
 fn scalar_i64(t: &TensorRef<'_>) -> Option<i64> {
@@ -320,6 +353,7 @@ impl Runtime {
                 .collect(),
             symbols: vec![None; p.symbols.len()],
             memo: vec![None; p.slots.len()],
+            budget: Budget::new(module.inner.options.max_memory),
             module,
         }
     }
@@ -337,6 +371,18 @@ impl Runtime {
     /// Runs the program on `inputs` (in declaration order); returns the outputs,
     /// owned by the caller.
     pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>, RunError> {
+        self.run_with(inputs, &RunOptions::default())
+    }
+
+    /// [`Runtime::run`] that stops with an error when `limits`' deadline passes
+    /// or its token is cancelled (checked before every instruction, so at every
+    /// loop back edge).
+    pub fn run_with(
+        &mut self,
+        inputs: &[Tensor],
+        limits: &RunOptions,
+    ) -> Result<Vec<Tensor>, RunError> {
+        let mut watch = Watch::new(limits);
         let inner = self.module.inner.clone();
         let program = &inner.program;
         if inputs.len() != program.inputs.len() {
@@ -359,6 +405,7 @@ impl Runtime {
                 self.finish_region(&ctx, p);
                 pending = None;
             }
+            watch.check(pc)?;
             let instr = program
                 .instrs
                 .get(pc)
@@ -490,20 +537,43 @@ impl Runtime {
                     self.set(acc.reg, v, pc)?;
                 }
                 Instr::ScanPush { acc, src } => self.scan_push(&ctx, *acc, *src, pc)?,
-                Instr::Return { srcs } => {
-                    let mut out = Vec::with_capacity(srcs.len());
-                    for &r in srcs {
-                        let t = tensor_ref(&self.regs, &self.groups, &ctx, r, pc)?;
-                        out.push(
-                            to_tensor(&t)
-                                .ok_or_else(|| internal(pc, format!("cannot copy out {r}")))?,
-                        );
-                    }
-                    return Ok(out);
-                }
+                Instr::Return { srcs } => return self.outputs(&ctx, srcs, pc),
             }
             pc += 1;
         }
+    }
+
+    /// Copies the returned registers into caller-owned tensors, admitted by the
+    /// budget beside the arena.
+    fn outputs(&self, ctx: &Ctx<'_>, srcs: &[Reg], pc: usize) -> Result<Vec<Tensor>, RunError> {
+        let specs = &ctx.inner.program.outputs;
+        let mut out = Vec::with_capacity(srcs.len());
+        let mut total = 0u128;
+        for (i, &r) in srcs.iter().enumerate() {
+            let t = tensor_ref(&self.regs, &self.groups, ctx, r, pc)?;
+            let what = || {
+                let name = specs.get(i).map(|s| s.name.as_str()).unwrap_or("?");
+                format!("output '{name}' ({}{:?})", t.dtype, t.shape())
+            };
+            let bytes = bytes_of(t.dtype, t.shape());
+            total = total.saturating_add(bytes);
+            self.budget.admit(total).map_err(|d| {
+                denied(
+                    match d {
+                        Denied::Limit { limit, .. } => Denied::Limit { bytes, limit },
+                        refused => refused,
+                    },
+                    what,
+                )
+            })?;
+            let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+            let tensor = to_tensor(&t).map_err(|e| match e {
+                CopyError::Refused => denied(Denied::Refused { bytes }, what),
+                CopyError::Layout => internal(pc, format!("cannot copy out {r}")),
+            })?;
+            out.push(tensor);
+        }
+        Ok(out)
     }
 
     fn set(&mut self, r: Reg, v: RegVal, pc: usize) -> Result<(), RunError> {
@@ -519,9 +589,9 @@ impl Runtime {
             .groups
             .get_mut(g.index())
             .ok_or_else(|| internal(pc, format!("{g} out of range")))?;
-        if !buf.ensure(bytes) {
-            return Err(RunError::OutOfMemory { bytes, group: g });
-        }
+        self.budget
+            .grow(buf, bytes as u128)
+            .map_err(|d| denied(d, || format!("the instruction at {}", Pc(pc as u32))))?;
         Ok(&mut buf.as_mut_slice()[..bytes])
     }
 
@@ -591,6 +661,7 @@ impl Runtime {
             &self.regs,
             &self.groups,
             &self.scratch,
+            &mut self.budget,
             memo,
             pc,
             op,
@@ -651,6 +722,7 @@ impl Runtime {
             .memo
             .get_mut(slot.index())
             .ok_or_else(|| internal(pc, "slot out of range"))?;
+        let budget = &mut self.budget;
         let outcome = (|| -> Result<GuardOutcome, RunError> {
             let refs = tensor_refs(&self.regs, &self.groups, ctx, &region.inputs, pc)?;
             let keyed = key_of(memo, inner, slot, &refs);
@@ -675,14 +747,15 @@ impl Runtime {
                 return Ok((None, keyed));
             }
             let mut outs: SmallVec<[TensorMut<'_>; 2]> = SmallVec::new();
-            for ((b, t), g) in bufs.iter_mut().zip(types.iter()).zip(out_groups) {
-                let bytes = bytes_of(t.dtype, &t.shape).ok_or(RunError::OutOfMemory {
-                    bytes: usize::MAX,
-                    group: *g,
+            for (b, t) in bufs.iter_mut().zip(types.iter()) {
+                let bytes = bytes_of(t.dtype, &t.shape);
+                budget.grow(b, bytes).map_err(|d| {
+                    denied(d, || {
+                        format!("{} (compiled)", node_label(inner, slot, "region"))
+                    })
                 })?;
-                if !b.ensure(bytes) {
-                    return Err(RunError::OutOfMemory { bytes, group: *g });
-                }
+                // Invariant: the buffer grew to `bytes`, so it fits a usize.
+                let bytes = bytes as usize;
                 outs.push(TensorMut {
                     dtype: t.dtype,
                     shape: &t.shape,
@@ -770,14 +843,14 @@ impl Runtime {
         let mut metas: SmallVec<[(DType, Dims, usize); 4]> = SmallVec::new();
         for (i, &r) in srcs.iter().enumerate() {
             let t = tensor_ref(&self.regs, &self.groups, ctx, r, pc)?;
-            let bytes = t.layout.numel() * t.dtype.size();
+            let what = || format!("the loop carry at {}", Pc(pc as u32));
+            let bytes = bytes_of(t.dtype, t.shape());
             let stage = &mut self.staging[i];
-            if !stage.ensure(bytes) {
-                return Err(RunError::OutOfMemory {
-                    bytes,
-                    group: GroupId(u32::MAX),
-                });
-            }
+            self.budget
+                .grow(stage, bytes)
+                .map_err(|d| denied(d, what))?;
+            // Invariant: the buffer grew to `bytes`, so it fits a usize.
+            let bytes = bytes as usize;
             if !to_contiguous(&t, &mut stage.as_mut_slice()[..bytes]) {
                 return Err(internal(pc, format!("cannot copy {r}")));
             }
@@ -788,12 +861,9 @@ impl Runtime {
                 .groups
                 .get_mut(o.group.index())
                 .ok_or_else(|| internal(pc, "bad group"))?;
-            if !buf.ensure(bytes) {
-                return Err(RunError::OutOfMemory {
-                    bytes,
-                    group: o.group,
-                });
-            }
+            self.budget
+                .grow(buf, bytes as u128)
+                .map_err(|d| denied(d, || format!("the loop carry at {}", Pc(pc as u32))))?;
             buf.as_mut_slice()[..bytes].copy_from_slice(&self.staging[i].as_slice()[..bytes]);
             self.set(
                 o.reg,
@@ -851,13 +921,12 @@ impl Runtime {
                 });
             }
             let row = t.layout.numel() * t.dtype.size();
-            let total = (rows + 1) * row;
-            if !buf.ensure_preserving(total) {
-                return Err(RunError::OutOfMemory {
-                    bytes: total,
-                    group: g,
-                });
-            }
+            let total = (rows as u128 + 1) * row as u128;
+            self.budget
+                .grow_preserving(&mut buf, total)
+                .map_err(|d| denied(d, || format!("the scan output at {}", Pc(pc as u32))))?;
+            // Invariant: the buffer grew to `total`, so it fits a usize.
+            let total = total as usize;
             if !to_contiguous(&t, &mut buf.as_mut_slice()[rows * row..total]) {
                 return Err(internal(pc, format!("cannot copy {src}")));
             }
@@ -885,6 +954,7 @@ fn compute(
     regs: &[Option<RegVal>],
     groups: &[AlignedBuf],
     scratch: &[Mutex<ops::Scratch>],
+    budget: &mut Budget,
     memo: &mut Memo,
     pc: usize,
     op: &Op,
@@ -937,17 +1007,13 @@ fn compute(
         ));
     }
     let mut outs: SmallVec<[TensorMut<'_>; 2]> = SmallVec::new();
-    for ((b, t), o) in bufs.iter_mut().zip(types.iter()).zip(dsts) {
-        let bytes = bytes_of(t.dtype, &t.shape).ok_or(RunError::OutOfMemory {
-            bytes: usize::MAX,
-            group: o.group,
-        })?;
-        if !b.ensure(bytes) {
-            return Err(RunError::OutOfMemory {
-                bytes,
-                group: o.group,
-            });
-        }
+    for (b, t) in bufs.iter_mut().zip(types.iter()) {
+        let bytes = bytes_of(t.dtype, &t.shape);
+        budget
+            .grow(b, bytes)
+            .map_err(|d| denied(d, || node_label(ctx.inner, slot, op.name())))?;
+        // Invariant: the buffer grew to `bytes`, so it fits a usize.
+        let bytes = bytes as usize;
         outs.push(TensorMut {
             dtype: t.dtype,
             shape: &t.shape,

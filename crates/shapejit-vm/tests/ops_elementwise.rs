@@ -232,13 +232,7 @@ fn binary_ref(b: BinaryOp, x: f64, y: f64, int: bool) -> f64 {
         BinaryOp::Add => x + y,
         BinaryOp::Sub => x - y,
         BinaryOp::Mul => x * y,
-        BinaryOp::Div if int => {
-            if y == 0.0 {
-                0.0
-            } else {
-                (x / y).trunc()
-            }
-        }
+        BinaryOp::Div if int => (x / y).trunc(),
         BinaryOp::Div => x / y,
         BinaryOp::Pow if int => {
             if y < 0.0 {
@@ -266,6 +260,11 @@ fn binary_ref(b: BinaryOp, x: f64, y: f64, int: bool) -> f64 {
     }
 }
 
+/// `0..40` onto `-20..=20` without 0.
+fn nonzero(v: i64) -> i64 {
+    if v < 20 { v - 20 } else { v - 19 }
+}
+
 fn operand(
     rng: &mut Rng,
     b: BinaryOp,
@@ -283,9 +282,16 @@ fn operand(
         DType::I32 if b == BinaryOp::Pow => {
             Host::random(rng, shape, kind, |r| r.range(0, 9) as i32 - 3)
         }
+        // integer divisors are never 0 here (see `integer_division_by_zero_is_an_error`)
+        DType::I32 if b == BinaryOp::Div && second => {
+            Host::random(rng, shape, kind, |r| nonzero(r.range(0, 40) as i64) as i32)
+        }
         DType::I32 => Host::random(rng, shape, kind, |r| r.range(0, 41) as i32 - 20),
         DType::I64 if b == BinaryOp::Pow => {
             Host::random(rng, shape, kind, |r| r.range(0, 9) as i64 - 3)
+        }
+        DType::I64 if b == BinaryOp::Div && second => {
+            Host::random(rng, shape, kind, |r| nonzero(r.range(0, 40) as i64))
         }
         DType::I64 => Host::random(rng, shape, kind, |r| r.range(0, 41) as i64 - 20),
         DType::Bool => Host::random(rng, shape, kind, |r| r.bool()),

@@ -5,7 +5,7 @@
 
 use shapejit_bytecode::{LowerError, VerifyError};
 use shapejit_ir::IrError;
-use shapejit_vm::{InputError, RunError};
+use shapejit_vm::{InputError, ModuleError, OptionsError, RunError};
 
 /// Anything that can go wrong loading or running a model.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +73,9 @@ pub enum Error {
     /// The bytecode failed verification.
     #[error(transparent)]
     Verify(#[from] VerifyError),
+    /// An option is out of range (names the field and the accepted range).
+    #[error(transparent)]
+    Options(#[from] OptionsError),
     /// An input does not match the model's declared input (names the input,
     /// expected vs actual).
     #[error(transparent)]
@@ -80,6 +83,15 @@ pub enum Error {
     /// Running failed.
     #[error(transparent)]
     Run(RunError),
+}
+
+impl From<ModuleError> for Error {
+    fn from(e: ModuleError) -> Error {
+        match e {
+            ModuleError::Verify(v) => Error::Verify(v),
+            ModuleError::Options(o) => Error::Options(o),
+        }
+    }
 }
 
 impl From<RunError> for Error {

@@ -54,7 +54,8 @@ pub use shapejit_ir::{
 pub use shapejit_kernels::cpu;
 pub use shapejit_onnx::OnnxError;
 pub use shapejit_vm::{
-    self as vm, CompileMode, GuardPolicy, InputError, Options, RunError, SlotStats, Stats, Tier,
+    self as vm, CancelToken, CompileMode, GuardPolicy, InputError, Options, OptionsError, RunError,
+    RunOptions, SlotStats, Stats, Tier,
 };
 
 use std::path::Path;
@@ -188,6 +189,17 @@ impl Runtime {
         self.inner.run(inputs).map_err(Error::from)
     }
 
+    /// [`Runtime::run`] with a deadline and/or a [`CancelToken`] another thread
+    /// may trigger: a runaway `loop` stops at its next iteration with
+    /// `RunError::Cancelled` or `RunError::DeadlineExceeded`.
+    pub fn run_with(
+        &mut self,
+        inputs: &[Tensor],
+        limits: &RunOptions,
+    ) -> Result<Vec<Tensor>, Error> {
+        self.inner.run_with(inputs, limits).map_err(Error::from)
+    }
+
     /// The VM runtime.
     pub fn vm(&mut self) -> &mut shapejit_vm::Runtime {
         &mut self.inner
@@ -216,7 +228,7 @@ pub fn load_graph(model: &str) -> Result<Graph, Error> {
     let path = Path::new(model);
     match path.extension().and_then(|e| e.to_str()) {
         Some("sjir") => {
-            let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+            let text = shapejit_ir::file::read_to_string(path).map_err(|e| Error::Io {
                 path: model.to_string(),
                 message: e.to_string(),
             })?;

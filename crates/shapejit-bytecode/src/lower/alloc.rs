@@ -22,7 +22,8 @@ use super::{LoopSpan, RegionDraft, VInfo};
 use crate::ids::{GroupId, Reg};
 use crate::instr::Instr;
 use crate::program::{GroupInfo, MemoryPlan};
-use std::collections::BTreeSet;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
 
 /// The result of allocation, indexed by virtual register.
 pub(crate) struct Allocation {
@@ -91,30 +92,35 @@ fn by_start(live: &[(usize, usize)], keep: impl Fn(usize) -> bool) -> Vec<usize>
 
 /// Linear scan: assigns each value the lowest free color; `frees(a, b)` says
 /// whether the color of earlier value `a` is free for value `b`.
+///
+/// Active values wait in a min-heap by `expiry(a)`; `frees` must be monotone in
+/// it (if `a` frees `b`, every active value with a smaller expiry does, and `a`
+/// frees every value after `b`), so popping while the top frees `v` releases
+/// exactly the colors a scan of every active value would: `O(n log n)`.
 fn linear_scan(
     order: &[usize],
     n_vals: usize,
+    expiry: impl Fn(usize) -> (usize, usize),
     frees: impl Fn(usize, usize) -> bool,
 ) -> (Vec<u32>, u32) {
     let mut color = vec![u32::MAX; n_vals];
-    let mut active: Vec<usize> = Vec::new();
+    let mut active: BinaryHeap<Reverse<((usize, usize), usize)>> = BinaryHeap::new();
     let mut free: BTreeSet<u32> = BTreeSet::new();
     let mut n_colors = 0u32;
     for &v in order {
-        active.retain(|&a| {
-            if frees(a, v) {
-                free.insert(color[a]);
-                false
-            } else {
-                true
+        while let Some(&Reverse((_, a))) = active.peek() {
+            if !frees(a, v) {
+                break;
             }
-        });
+            active.pop();
+            free.insert(color[a]);
+        }
         let c = free.pop_first().unwrap_or_else(|| {
             n_colors += 1;
             n_colors - 1
         });
         color[v] = c;
-        active.push(v);
+        active.push(Reverse((expiry(v), v)));
     }
     (color, n_colors)
 }
@@ -129,9 +135,14 @@ pub(crate) fn allocate(
     let live = intervals(instrs, n, loops, regions);
 
     let reg_order = by_start(&live, |_| true);
-    let (reg_color, n_regs) = linear_scan(&reg_order, n, |a, b| {
-        live[a].1 < live[b].0 || (live[a].1 == live[b].0 && live[a].0 < live[b].0)
-    });
+    // A register is free after its value's last use, or at it for a value
+    // defined at a later pc (operands are read before results are written).
+    let (reg_color, n_regs) = linear_scan(
+        &reg_order,
+        n,
+        |a| (live[a].1, live[a].0),
+        |a, b| live[a].1 < live[b].0 || (live[a].1 == live[b].0 && live[a].0 < live[b].0),
+    );
 
     // Storage roots each value may alias (a fixpoint: an `if` result is created
     // before the branch values it aliases), then the roots' extended lifetimes.
@@ -159,7 +170,12 @@ pub(crate) fn allocate(
         }
     }
     let group_order = by_start(&live, |v| vals[v].owns);
-    let (group_color, n_groups) = linear_scan(&group_order, n, |a, b| root_end[a] < live[b].0);
+    let (group_color, n_groups) = linear_scan(
+        &group_order,
+        n,
+        |a| (root_end[a], 0),
+        |a, b| root_end[a] < live[b].0,
+    );
 
     let mut plan = MemoryPlan {
         groups: vec![GroupInfo::default(); n_groups as usize],

@@ -18,6 +18,7 @@ use crate::ids::{ConstId, GroupId, InputIdx, Pc, Reg, RegionId, SlotId, SymbolId
 use crate::instr::{Instr, Out, Region, RegionKind, SlotInfo, SlotKind};
 use crate::program::{DimCheck, IoSpec, Program};
 use shapejit_ir::{Graph, Node, Op, Tensor, ValueId};
+use std::collections::{HashMap, HashSet};
 
 /// Placeholder group until the memory plan is made.
 const NO_GROUP: GroupId = GroupId(u32::MAX);
@@ -140,6 +141,7 @@ impl Emitter {
         let mut order: Vec<usize> = (0..graph.nodes.len()).filter(is_const).collect();
         order.extend((0..graph.nodes.len()).filter(|i| !is_const(i)));
         let spans = regions::plan(graph, &order);
+        let uses = graph.use_counts();
         let mut span_iter = spans.iter().peekable();
         let mut pos = 0;
         while pos < order.len() {
@@ -147,7 +149,8 @@ impl Emitter {
                 Some(span) if span.start == pos => {
                     let span = **span;
                     span_iter.next();
-                    self.lower_region(graph, &order[span.start..span.end], span.kind, env)?;
+                    let nodes = &order[span.start..span.end];
+                    self.lower_region(graph, nodes, span.kind, &uses, env)?;
                     pos = span.end;
                 }
                 _ => {
@@ -165,11 +168,16 @@ impl Emitter {
             .collect()
     }
 
+    /// Lowers the nodes of one region behind its `shape_guard`. `uses` is the
+    /// graph's [`Graph::use_counts`]: a value produced here is a region output
+    /// when it has more uses than the region's own nodes make (linear in the
+    /// region's size).
     fn lower_region(
         &mut self,
         graph: &Graph,
         nodes: &[usize],
         kind: RegionKind,
+        uses: &[usize],
         env: &mut [Option<Reg>],
     ) -> Result<(), LowerError> {
         let first = &graph.nodes[nodes[0]];
@@ -184,23 +192,22 @@ impl Emitter {
         });
         let mut produced = Vec::new();
         let mut inputs = Vec::new();
+        let mut seen: HashSet<ValueId> = HashSet::new();
+        let mut inner_uses: HashMap<ValueId, usize> = HashMap::new();
         for &n in nodes {
             let node = &graph.nodes[n];
             for &v in &node.inputs {
-                if !produced.contains(&v) && !inputs.contains(&v) {
+                *inner_uses.entry(v).or_default() += 1;
+                if seen.insert(v) {
                     inputs.push(v);
                 }
             }
             self.lower_node(node, env)?;
             produced.extend(node.outputs.iter().copied());
+            seen.extend(node.outputs.iter().copied());
         }
         let used_after = |v: &ValueId| {
-            graph.outputs.contains(v)
-                || graph
-                    .nodes
-                    .iter()
-                    .enumerate()
-                    .any(|(i, node)| !nodes.contains(&i) && node.inputs.contains(v))
+            uses.get(v.index()).copied().unwrap_or(0) > inner_uses.get(v).copied().unwrap_or(0)
         };
         let to_reg =
             |v: &ValueId| lookup(env, *v).ok_or_else(|| LowerError::Graph(undefined(graph, *v)));

@@ -93,6 +93,9 @@ pub struct Args {
     /// intra-op threads, the calling thread included (default: all cores)
     #[arg(long, value_name = "N", value_parser = model::parse_threads)]
     threads: Option<usize>,
+    /// fail a run (one iteration) that takes longer than this (seconds)
+    #[arg(long, value_name = "SECONDS", value_parser = bindings::parse_timeout)]
+    timeout: Option<std::time::Duration>,
 }
 
 /// One tier's raw results.
@@ -141,11 +144,14 @@ impl Inputs {
             .find(|s| *s == "batch")
             .or(symbols.first())
             .cloned();
-        let mut rng = bindings::rng(seed);
-        let mut by_label = HashMap::new();
+        // Every distinct step's shapes first: the whole set is admitted by the
+        // memory budget before any input is generated.
+        let mut budget = bindings::InputBudget::new(module.vm().options().max_memory);
+        let mut planned: Vec<(String, Vec<Vec<usize>>)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for step in steps {
             let label = step_label(step);
-            if by_label.contains_key(&label) {
+            if !seen.insert(label.clone()) {
                 continue;
             }
             let mut binds = dims.clone();
@@ -160,13 +166,31 @@ impl Inputs {
                 }
                 Step::Named(named) => binds.extend(named.iter().map(|(k, v)| (k.clone(), *v))),
             }
-            let tensors = module
+            let shapes = module
                 .inputs()
                 .iter()
                 .map(|spec| {
                     let shape = bindings::concrete_shape(&spec.name, &spec.ty, &binds)?;
-                    bindings::random_tensor(spec.ty.dtype, &shape, &mut rng)
+                    budget.admit(&spec.name, spec.ty.dtype, &shape)?;
+                    Ok(shape)
                 })
+                .collect::<Result<Vec<_>>>()
+                .with_context(|| {
+                    format!(
+                        "workload step '{label}' (the inputs of all {} distinct steps are built before the run)",
+                        seen.len()
+                    )
+                })?;
+            planned.push((label, shapes));
+        }
+        let mut rng = bindings::rng(seed);
+        let mut by_label = HashMap::new();
+        for (label, shapes) in planned {
+            let tensors = module
+                .inputs()
+                .iter()
+                .zip(&shapes)
+                .map(|(spec, shape)| bindings::random_tensor(spec.ty.dtype, shape, &mut rng))
                 .collect::<Result<Vec<_>>>()
                 .with_context(|| format!("workload step '{label}'"))?;
             by_label.insert(label, tensors);
@@ -231,8 +255,9 @@ fn run_tier(
             prewarm(&module, &mut rt, &steps[args.warmup..], inputs, promote)?;
         }
         let before = totals(&module);
+        let limits = bindings::run_limits(args.timeout);
         let start = Instant::now();
-        rt.run(inputs.get(step))
+        rt.run_with(inputs.get(step), &limits)
             .with_context(|| format!("tier {}, iteration {iter}", tier.name()))?;
         let latency_us = start.elapsed().as_secs_f64() * 1e6;
         let after = totals(&module);

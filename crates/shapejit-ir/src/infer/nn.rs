@@ -370,6 +370,7 @@ pub(super) fn pool2d(
     if window.kernel.contains(&0) {
         return Err(format!("kernel {:?} must be >= 1", window.kernel));
     }
+    window.check_pool_pads()?;
     let x = inputs[0].ty.shape.dims();
     let h = window_out(&x[2], 0, window, ceil_mode, ctx)?;
     let w = window_out(&x[3], 1, window, ceil_mode, ctx)?;

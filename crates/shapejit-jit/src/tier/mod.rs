@@ -48,7 +48,7 @@ pub use translate::{Compiled, MatMulOperands, Translated, Untranslatable, transl
 use compiler::{Hold, Shared, SlotJit};
 use crossbeam_channel::Sender;
 use policy::{Installed, Request};
-use shapejit_bytecode::{Program, Region, SlotId, VerifyError};
+use shapejit_bytecode::{Program, Region, SlotId};
 use shapejit_vm::hook::{GuardCtx, RegionExecutor, RegionKernel};
 use shapejit_vm::module::{ExecutorEnv, Module};
 use shapejit_vm::options::{CompileMode, Options};
@@ -128,7 +128,7 @@ impl JitHandle {
 pub fn jit_module(
     program: Program,
     options: Options,
-) -> Result<(Module, Option<JitHandle>), VerifyError> {
+) -> Result<(Module, Option<JitHandle>), shapejit_vm::ModuleError> {
     let mut handle = None;
     let module = Module::with_executor(program, options, |env| {
         let (executor, h) = install(env)?;

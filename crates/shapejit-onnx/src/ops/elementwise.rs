@@ -166,18 +166,24 @@ pub fn selu(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     Ok(vec![cx.op(Op::Binary(BinaryOp::Mul), &[elu, g])?])
 }
 
-/// `Softplus` = `log(exp(x) + 1)`.
+/// `Softplus` = `log(exp(x) + 1)`, in the stable form
+/// `relu(x) + log(1 + exp(-|x|))`: the exponent is never positive, so large
+/// inputs give `x` (onnxruntime's value) instead of `inf`; NaN propagates.
 pub fn softplus(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let x = cx.input(0)?;
     Ok(vec![softplus_of(cx, x)?])
 }
 
-/// `log(exp(x) + 1)` of a value (also Mish's inner function).
+/// `log(exp(x) + 1)` of a value in the stable form (also Mish's inner function).
 pub fn softplus_of(cx: &mut NodeCx, x: ValueId) -> NodeResult<ValueId> {
-    let e = cx.op(Op::Unary(UnaryOp::Exp), &[x])?;
+    let a = cx.op(Op::Unary(UnaryOp::Abs), &[x])?;
+    let n = cx.op(Op::Unary(UnaryOp::Neg), &[a])?;
+    let e = cx.op(Op::Unary(UnaryOp::Exp), &[n])?;
     let one = cx.const_scalar(cx.ty(x).dtype, 1.0);
     let s = cx.op(Op::Binary(BinaryOp::Add), &[e, one])?;
-    cx.op(Op::Unary(UnaryOp::Log), &[s])
+    let l = cx.op(Op::Unary(UnaryOp::Log), &[s])?;
+    let r = cx.op(Op::Unary(UnaryOp::Relu), &[x])?;
+    cx.op(Op::Binary(BinaryOp::Add), &[r, l])
 }
 
 /// `Mod(a, b; fmod = 0)`. `fmod = 1`: `a − b·trunc(a/b)`, the sign of `a`

@@ -220,6 +220,10 @@ pub(crate) fn pool_type(
     arity(op, inputs, 1, 1)?;
     expect_dtype(op, inputs, 0, &[DType::F32])?;
     expect_rank(op, inputs, 0, 4)?;
+    window.check_pool_pads().map_err(|message| OpError::Shape {
+        op: op.name(),
+        message,
+    })?;
     let x = inputs[0].shape();
     let [oh, ow] = spatial_out(op, window, window.kernel, x[2], x[3], ceil_mode)?;
     Ok(OutType {

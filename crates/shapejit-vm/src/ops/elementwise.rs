@@ -1,8 +1,9 @@
 //! Elementwise ops: unary, binary (NumPy broadcasting), where, cast.
 //!
 //! Dtypes: float math on f32; `neg`, `abs`, `relu` and arithmetic also on
-//! i32/i64 (wrapping; integer division truncates, and `x / 0` is 0 rather than
-//! a trap); comparisons on f32/i32/i64 (`eq` also on bool); `and`/`or`/`not`
+//! i32/i64 (wrapping; integer division truncates, and a zero divisor is an
+//! [`OpError::Value`], which the interpreter reports naming the node);
+//! comparisons on f32/i32/i64 (`eq` also on bool); `and`/`or`/`not`
 //! on bool; `cast` between every pair.
 //!
 //! **Invariant:** `max`/`min` propagate NaN (as NumPy's `maximum`/`minimum`).
@@ -163,7 +164,7 @@ trait Int: Element + Ord {
     fn wmul(self, o: Self) -> Self;
     fn wneg(self) -> Self;
     fn wabs(self) -> Self;
-    /// Truncating division; `x / 0 = 0`, `MIN / -1` wraps.
+    /// Truncating division; `MIN / -1` wraps; `x / 0 = 0` (callers report it).
     fn wdiv(self, o: Self) -> Self;
     /// Integer power; negative exponents give `1/x^n` truncated.
     fn wpow(self, e: Self) -> Self;
@@ -310,7 +311,23 @@ fn binary_int<T: Int>(
         BinaryOp::Add => map2(op, inputs, out, |x: T, y: T| x.wadd(y)),
         BinaryOp::Sub => map2(op, inputs, out, |x: T, y: T| x.wsub(y)),
         BinaryOp::Mul => map2(op, inputs, out, |x: T, y: T| x.wmul(y)),
-        BinaryOp::Div => map2(op, inputs, out, |x: T, y: T| x.wdiv(y)),
+        BinaryOp::Div => {
+            // Atomic, not Cell: the kernel may run the closure on several threads.
+            let by_zero = std::sync::atomic::AtomicBool::new(false);
+            map2(op, inputs, out, |x: T, y: T| {
+                if y == T::ZERO {
+                    by_zero.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                x.wdiv(y)
+            })?;
+            if by_zero.into_inner() {
+                return Err(OpError::Value {
+                    op: op.name(),
+                    message: "integer division by zero".into(),
+                });
+            }
+            Ok(())
+        }
         BinaryOp::Pow => map2(op, inputs, out, |x: T, y: T| x.wpow(y)),
         BinaryOp::Max => map2(op, inputs, out, |x: T, y: T| x.max(y)),
         BinaryOp::Min => map2(op, inputs, out, |x: T, y: T| x.min(y)),

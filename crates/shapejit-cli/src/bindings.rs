@@ -101,9 +101,7 @@ impl InputBudget {
 
     /// Admits an input of `shape` and `dtype`, or says why it does not fit.
     pub fn admit(&mut self, name: &str, dtype: DType, shape: &[usize]) -> Result<()> {
-        let bytes = shape.iter().fold(dtype.size() as u128, |acc, &d| {
-            acc.checked_mul(d as u128).unwrap_or(u128::MAX)
-        });
+        let bytes = shapejit::ir::tensor::byte_len(dtype, shape);
         let used = self.used.saturating_add(bytes);
         if used > self.limit as u128 {
             bail!(

@@ -80,9 +80,7 @@ pub fn read(path: &Path, name: &str, budget: &mut InputBudget) -> Result<Tensor>
             path.display()
         ),
     };
-    let needed = shape.iter().fold(dtype.size() as u128, |acc, &d| {
-        acc.checked_mul(d as u128).unwrap_or(u128::MAX)
-    });
+    let needed = shapejit::ir::tensor::byte_len(dtype, &shape);
     let held = u128::from(file_len.saturating_sub(data_start));
     if needed != held {
         bail!(
@@ -159,7 +157,6 @@ pub fn sanitize(name: &str) -> String {
 mod tests {
     use super::*;
 
-    #[test]
     fn budget() -> InputBudget {
         InputBudget::new(1 << 30)
     }

@@ -72,6 +72,14 @@ impl<T: crate::dtype::PlainData> AsRef<[u8]> for VecOwner<T> {
     }
 }
 
+/// The bytes a tensor of `dtype` and `shape` needs, exact (saturating only past
+/// `u128`), so that a size too large for `usize` can still be reported.
+pub fn byte_len(dtype: DType, shape: &[usize]) -> u128 {
+    shape.iter().fold(dtype.size() as u128, |acc, &d| {
+        acc.saturating_mul(d as u128)
+    })
+}
+
 /// Element count of a shape, or `None` on overflow.
 pub fn checked_numel(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))

@@ -36,6 +36,7 @@ use crate::tensor::{Dims, Layout, TensorMut, TensorRef};
 use shapejit_bytecode::{
     ConstId, DimCheck, GroupId, Instr, IoSpec, Out, Pc, Reg, RegionId, SlotId,
 };
+use shapejit_ir::tensor::byte_len;
 use shapejit_ir::{DType, Op, Tensor};
 use shapejit_kernels::packed::PackedB;
 use smallvec::SmallVec;
@@ -204,13 +205,6 @@ fn key_of(
     let (key, idx) = inner.profiles.get(slot.index())?.intern(ShapeKey::of(refs));
     *memo = Some((key.clone(), idx));
     Some((key, idx))
-}
-
-/// The bytes of a tensor, exact (saturating only past `u128`).
-fn bytes_of(dtype: DType, shape: &[usize]) -> u128 {
-    shape.iter().fold(dtype.size() as u128, |acc, &d| {
-        acc.checked_mul(d as u128).unwrap_or(u128::MAX)
-    })
 }
 
 /// The error for a buffer the budget did not grow; `what` names who needed it.
@@ -555,7 +549,7 @@ impl Runtime {
                 let name = specs.get(i).map(|s| s.name.as_str()).unwrap_or("?");
                 format!("output '{name}' ({}{:?})", t.dtype, t.shape())
             };
-            let bytes = bytes_of(t.dtype, t.shape());
+            let bytes = byte_len(t.dtype, t.shape());
             total = total.saturating_add(bytes);
             self.budget.admit(total).map_err(|d| {
                 denied(
@@ -748,7 +742,7 @@ impl Runtime {
             }
             let mut outs: SmallVec<[TensorMut<'_>; 2]> = SmallVec::new();
             for (b, t) in bufs.iter_mut().zip(types.iter()) {
-                let bytes = bytes_of(t.dtype, &t.shape);
+                let bytes = byte_len(t.dtype, &t.shape);
                 budget.grow(b, bytes).map_err(|d| {
                     denied(d, || {
                         format!("{} (compiled)", node_label(inner, slot, "region"))
@@ -844,7 +838,7 @@ impl Runtime {
         for (i, &r) in srcs.iter().enumerate() {
             let t = tensor_ref(&self.regs, &self.groups, ctx, r, pc)?;
             let what = || format!("the loop carry at {}", Pc(pc as u32));
-            let bytes = bytes_of(t.dtype, t.shape());
+            let bytes = byte_len(t.dtype, t.shape());
             let stage = &mut self.staging[i];
             self.budget
                 .grow(stage, bytes)
@@ -1008,7 +1002,7 @@ fn compute(
     }
     let mut outs: SmallVec<[TensorMut<'_>; 2]> = SmallVec::new();
     for (b, t) in bufs.iter_mut().zip(types.iter()) {
-        let bytes = bytes_of(t.dtype, &t.shape);
+        let bytes = byte_len(t.dtype, &t.shape);
         budget
             .grow(b, bytes)
             .map_err(|d| denied(d, || node_label(ctx.inner, slot, op.name())))?;

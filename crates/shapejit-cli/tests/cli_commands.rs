@@ -339,20 +339,43 @@ fn compile_replaces_a_mapped_image_without_disturbing_its_reader() {
     let p = path.to_str().unwrap();
     let out = shapejit(&["compile", "builtin:mlp", "-o", p]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let reference = shapejit(&["run", p, "--tier", "interp", "--dim", "batch=4"]);
+    let reference = shapejit(&[
+        "run", p, "--tier", "interp", "--dim", "batch=4", "--iters", "20",
+    ]);
     assert!(reference.status.success(), "{}", stderr(&reference));
     let inode = std::fs::metadata(&path).unwrap().ino();
-    // A long run keeps the image mapped while compile writes another model over it.
-    let child = Command::new(env!("CARGO_BIN_EXE_shapejit"))
-        .args([
-            "run", p, "--tier", "interp", "--dim", "batch=4", "--iters", "200000",
-        ])
+    // A long run keeps the image mapped while compile writes another model over
+    // it: about 5 s of runs at the reference's per-run time (a fixed count is
+    // minutes on a slow machine and milliseconds on a fast one).
+    let mean_us = stdout(&reference)
+        .split("µs, mean ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .expect("run prints the mean time per run");
+    let iters = (5e6 / mean_us.max(1.0)).ceil().clamp(50.0, 1e7) as u64;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shapejit"))
+        .args(["run", p, "--tier", "interp", "--dim", "batch=4", "--iters"])
+        .arg(iters.to_string())
         .env_remove("SHAPEJIT_JIT")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Rewrite only once the reader has the image mapped (its /proc maps list it).
+    let maps = format!("/proc/{}/maps", child.id());
+    let start = std::time::Instant::now();
+    while !std::fs::read_to_string(&maps).is_ok_and(|m| m.contains(p)) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the reader never mapped {p}"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the reader ended early"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let out = shapejit(&[
         "compile",
         "builtin:transformer",
@@ -365,6 +388,10 @@ fn compile_replaces_a_mapped_image_without_disturbing_its_reader() {
         std::fs::metadata(&path).unwrap().ino(),
         inode,
         "not a new file"
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "inconclusive: the reader ({iters} runs at {mean_us} µs) ended before the rewrite"
     );
     let done = child.wait_with_output().unwrap();
     assert!(

@@ -67,7 +67,7 @@ pub fn to_py(e: shapejit::Error) -> PyErr {
         | E::Ir(_)
         | E::Lower(_)
         | E::Verify(_) => InvalidGraph::new_err(message),
-        E::Input(_) => InvalidArgument::new_err(message),
+        E::Input(_) | E::Options(_) => InvalidArgument::new_err(message),
         E::Run(_) => Fail::new_err(message),
     }
 }

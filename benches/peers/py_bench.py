@@ -48,6 +48,12 @@ def ort_session(model):
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
+def sj_session(model):
+    so = shapejit.SessionOptions()
+    so.intra_op_num_threads = 1
+    return shapejit.InferenceSession(model, so)
+
+
 def per_call_us(run, calls, blocks=7):
     for _ in range(calls // 10):
         run()
@@ -73,12 +79,12 @@ def overhead(args):
         path = os.path.join(d, "tiny.onnx")
         tiny_model(path)
         x = np.ones((1, 4), np.float32)
-        sess = shapejit.InferenceSession(path)
+        sess = sj_session(path)
         py_us = per_call_us(lambda: sess.run(None, {"x": x}), calls)
         rust = []
         for _ in range(5):
             out = subprocess.run(
-                [args.cli, "run", path, "--dim", "batch=1", "--iters", str(calls), "--json"],
+                [args.cli, "run", path, "--dim", "batch=1", "--threads", "1", "--iters", str(calls), "--json"],
                 check=True, capture_output=True, text=True,
             )
             rust.append(json.loads(out.stdout)["mean_us"])
@@ -98,7 +104,7 @@ def walk(args):
     steps = workload_steps("random-walk:1,4,16,64", args.walk_iters + args.walk_warmup, 7)
     rng = np.random.default_rng(7)
     inputs = {b: rng.standard_normal((b, 32, 256)).astype(np.float32) for b in set(steps)}
-    engines = {"shapejit": shapejit.InferenceSession(model), "onnxruntime": ort_session(model)}
+    engines = {"shapejit": sj_session(model), "onnxruntime": ort_session(model)}
     per_batch = {name: {b: [] for b in inputs} for name in engines}
     totals = {name: 0.0 for name in engines}
     # Interleaved step by step, so both see the same machine load.
@@ -120,7 +126,7 @@ def walk(args):
 
 
 def threads(args):
-    sess = shapejit.InferenceSession(str(pathlib.Path(args.models) / "mlp.onnx"))
+    sess = sj_session(str(pathlib.Path(args.models) / "mlp.onnx"))
     x = np.random.default_rng(8).standard_normal((16, 512)).astype(np.float32)
     calls = args.thread_calls
 

@@ -79,5 +79,6 @@ def test_intra_op_threads_are_used_and_change_no_bit(threads):
     np.testing.assert_allclose(got, np.tanh(x.astype(np.float64) @ w), rtol=1e-4, atol=1e-5)
     assert s1.stats()["global"]["threads"] == 1
     assert sn.stats()["global"]["threads"] == threads
+    # the split plan depends on shapes only (so any thread count gives the same
+    # bits); the pieces ran on the pool
     assert sn.stats()["global"]["split_ops"] > 0
-    assert s1.stats()["global"]["split_ops"] == 0

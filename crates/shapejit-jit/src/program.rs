@@ -13,8 +13,13 @@
 //! bounds documented (and measured) in `codegen/math.rs`: exp, log, erf ≤ 1.5 ulp,
 //! tanh ≤ 2, sigmoid ≤ 3, gelu ≤ 4 (gelu_tanh more in its negative tail); elu and pow
 //! add one rounding per extra step (pow: ~|b·ln a| ulp, the conditioning of e^(b ln a)).
-//! `max`/`min` follow x86 `maxps`: when an operand is NaN the result is the second
-//! operand, not necessarily NaN.
+//!
+//! **Invariant:** special values follow the interpreter (`shapejit-vm`'s ops, ONNX
+//! semantics): `max`/`min`/`relu`/`leaky_relu`/`elu`/`clip` propagate NaN and keep the
+//! operand the interpreter keeps (`max(a, b)` is `a > b || a is NaN ? a : b`, so a tie
+//! such as `max(+0, -0)` gives `b`; `relu(-0) = -0`); the transcendentals map NaN to NaN
+//! and ±inf, ±0 and subnormals as the interpreter does (tested in
+//! `tests/special_values.rs`).
 
 use std::fmt;
 
@@ -63,19 +68,19 @@ pub enum UnaryOp {
     GeluErf,
     /// `0.5·x·(1+tanh(√(2/π)(x+0.044715x³)))`
     GeluTanh,
-    /// `max(x, 0)` (compare + select)
+    /// `x < 0 ? 0 : x` (NaN and -0 pass, as the interpreter's)
     Relu,
-    /// `x if x >= 0 else alpha·x`
+    /// `alpha·x if x < 0 else x`
     LeakyRelu {
         /// slope for negative inputs
         alpha: f32,
     },
-    /// `x if x >= 0 else alpha·(e^x − 1)`
+    /// `alpha·expm1(x) if x < 0 else x`
     Elu {
         /// scale for negative inputs
         alpha: f32,
     },
-    /// `min(max(x, min), max)`
+    /// `y = x < min ? min : x; y > max ? max : y` (NaN passes)
     Clip {
         /// lower bound
         min: f32,
@@ -97,9 +102,9 @@ pub enum BinaryOp {
     Mul,
     /// `a / b`
     Div,
-    /// `max(a, b)` (compare + select)
+    /// `a > b || a is NaN ? a : b` (NaN propagates)
     Max,
-    /// `min(a, b)` (compare + select)
+    /// `a < b || a is NaN ? a : b` (NaN propagates)
     Min,
     /// `a^b` via `exp(b·log|a|)`, with the sign for negative `a` and integral `b`,
     /// `a^0 = 1`

@@ -98,19 +98,22 @@ pub(crate) fn exp_v<S: Simd>(s: S, x: S::V) -> S::V {
     exp_split(s, x, s.splat(0.0))
 }
 
+/// Taylor coefficients of `(e^x - 1 - x) / x²` to `x⁹/9!`, highest degree first: `expm1`
+/// for `|x| < 0.5` (shared with the JIT's code generator, so both tiers use one formula).
+pub const EXPM1_TAYLOR: [f32; 8] = [
+    2.755_732e-6,
+    2.480_158_7e-5,
+    1.984_127e-4,
+    1.388_888_9e-3,
+    8.333_333e-3,
+    4.166_666_8e-2,
+    0.166_666_67,
+    0.5,
+];
+
 #[inline(always)]
 pub(crate) fn expm1_v<S: Simd>(s: S, x: S::V) -> S::V {
-    const C: [f32; 8] = [
-        2.755_732e-6,
-        2.480_158_7e-5,
-        1.984_127e-4,
-        1.388_888_9e-3,
-        8.333_333e-3,
-        4.166_666_8e-2,
-        0.166_666_67,
-        0.5,
-    ];
-    let p = s.mul_add(s.mul(horner(s, x, C), x), x, x);
+    let p = s.mul_add(s.mul(horner(s, x, EXPM1_TAYLOR), x), x, x);
     let big = s.sub(exp_v(s, x), s.splat(1.0));
     s.select(s.lt(s.and_bits(x, ABS), s.splat(0.5)), p, big)
 }

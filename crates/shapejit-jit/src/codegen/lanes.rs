@@ -6,7 +6,7 @@
 //! consumer and turns vector selects into `bitselect`, which x64 lowers to one
 //! blend (or to `maxps`/`minps` for the compare-and-pick-the-same-operands pattern).
 
-use cranelift_codegen::ir::condcodes::FloatCC;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::types::{F32, F32X4, I32, I32X4};
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::FunctionBuilder;
@@ -205,16 +205,54 @@ impl Lanes<'_, '_> {
         self.b.ins().bor(a, b)
     }
 
-    /// `max(a, b)` as compare + select (one `maxps`).
+    /// `a > b ? a : b` (one `maxps`): a NaN in either operand gives `b`. For clamping
+    /// where NaN must pass (`b` = the value); not ONNX `Max`, see [`Lanes::max_nan`].
     pub(crate) fn max(&mut self, a: Value, b: Value) -> Value {
         let gt = self.cmp(FloatCC::GreaterThan, a, b);
         self.select(gt, a, b)
     }
 
-    /// `min(a, b)` as compare + select (one `minps`).
+    /// `a < b ? a : b` (one `minps`): a NaN in either operand gives `b`.
     pub(crate) fn min(&mut self, a: Value, b: Value) -> Value {
         let lt = self.cmp(FloatCC::LessThan, a, b);
         self.select(lt, a, b)
+    }
+
+    /// The interpreter's NaN-propagating `Max`: `a > b || a is NaN ? a : b` (so a NaN
+    /// in either operand is the result, and a tie such as `max(+0, -0)` gives `b`).
+    pub(crate) fn max_nan(&mut self, a: Value, b: Value) -> Value {
+        let gt = self.cmp(FloatCC::GreaterThan, a, b);
+        let nan = self.cmp(FloatCC::Unordered, a, a);
+        let pick_a = self.mask_or(gt, nan);
+        self.select(pick_a, a, b)
+    }
+
+    /// The interpreter's ReduceMax step: `x` replaces the running `acc` when
+    /// `x > acc`, `x` is NaN, or they tie and `x` is +0 — so NaN propagates and the
+    /// result does not depend on the order of the elements (lanes, unrolling) except
+    /// for which NaN a row with several NaN payloads gives.
+    pub(crate) fn max_reduce(&mut self, x: Value, acc: Value) -> Value {
+        let gt = self.cmp(FloatCC::GreaterThan, x, acc);
+        let nan = self.cmp(FloatCC::Unordered, x, x);
+        let tie = self.cmp(FloatCC::Equal, x, acc);
+        let bits = self.bits_of(x);
+        let zero = self.i(0);
+        let positive = self
+            .b
+            .ins()
+            .icmp(IntCC::SignedGreaterThanOrEqual, bits, zero);
+        let tie_positive = self.b.ins().band(tie, positive);
+        let pick = self.mask_or(gt, nan);
+        let pick = self.mask_or(pick, tie_positive);
+        self.select(pick, x, acc)
+    }
+
+    /// The interpreter's NaN-propagating `Min`: `a < b || a is NaN ? a : b`.
+    pub(crate) fn min_nan(&mut self, a: Value, b: Value) -> Value {
+        let lt = self.cmp(FloatCC::LessThan, a, b);
+        let nan = self.cmp(FloatCC::Unordered, a, a);
+        let pick_a = self.mask_or(lt, nan);
+        self.select(pick_a, a, b)
     }
 
     /// Horner evaluation `((c0·x + c1)·x + c2)…`, coefficients highest degree first.

@@ -140,6 +140,20 @@ pub(crate) fn exp(l: &mut Lanes, x: Value) -> Value {
     l.mul(y, s2)
 }
 
+/// `e^x - 1`, accurate near 0 (as the interpreter's): the Taylor polynomial for
+/// `|x| < 0.5`, so tiny and subnormal `x` give `x` itself; [`exp`]`(x) - 1` beyond.
+pub(crate) fn expm1(l: &mut Lanes, x: Value) -> Value {
+    let p = l.horner(x, &shapejit_kernels::math::EXPM1_TAYLOR);
+    // (p·x)·x + x, rounded as the interpreter's
+    let px = l.mul(p, x);
+    let small = l.fma(px, x, x);
+    let e = exp(l, x);
+    let big = l.add_c(e, -1.0);
+    let ax = l.abs(x);
+    let is_small = l.cmp_c(FloatCC::LessThan, ax, 0.5);
+    l.select(is_small, small, big)
+}
+
 /// Natural logarithm.
 pub(crate) fn log(l: &mut Lanes, x: Value) -> Value {
     // Subnormal inputs: scale by 2^23 and correct the exponent.
@@ -308,7 +322,17 @@ pub(crate) fn gelu_erf(l: &mut Lanes, x: Value) -> Value {
     let big = l.select(is_neg, parts.erfc_a, pos);
     let one_plus_erf = l.select(parts.is_small, small, big);
     let half_x = l.mul_c(x, 0.5);
-    l.mul(half_x, one_plus_erf)
+    let y = l.mul(half_x, one_plus_erf);
+    // As the interpreter: −0 below −14 (the result is under 1e-42), which also gives
+    // gelu(−inf) = −0 instead of −inf·0.
+    negative_tail(l, x, -14.0, y)
+}
+
+/// `x < limit ? −0 : y`.
+fn negative_tail(l: &mut Lanes, x: Value, limit: f32, y: Value) -> Value {
+    let tail = l.cmp_c(FloatCC::LessThan, x, limit);
+    let minus_zero = l.f(-0.0);
+    l.select(tail, minus_zero, y)
 }
 
 /// `0.5·x·(1 + tanh(u))` with `u = √(2/π)(x + 0.044715x³)`, computed as
@@ -321,5 +345,7 @@ pub(crate) fn gelu_tanh(l: &mut Lanes, x: Value) -> Value {
     let u = l.mul(x, inner);
     let two_u = l.mul_c(u, 2.0 * SQRT_2_OVER_PI);
     let s = sigmoid(l, two_u);
-    l.mul(x, s)
+    let y = l.mul(x, s);
+    // As the interpreter: −0 below −10 (under 1e-36), so gelu(−inf) is not −inf·0.
+    negative_tail(l, x, -10.0, y)
 }

@@ -3,7 +3,7 @@
 //! **Invariant:** the program was validated (operands precede their use and have the
 //! right type), so indexing `values` by a `ValueId` cannot fail.
 
-use cranelift_codegen::ir::condcodes::FloatCC;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{InstBuilder, Value};
 
 use super::lanes::Lanes;
@@ -97,28 +97,31 @@ fn unary(l: &mut Lanes, op: UnaryOp, x: Value) -> Value {
         UnaryOp::Erf => math::erf(l, x),
         UnaryOp::GeluErf => math::gelu_erf(l, x),
         UnaryOp::GeluTanh => math::gelu_tanh(l, x),
+        // As the interpreter: `x < 0 ? … : x`, so NaN and -0 pass unchanged.
         UnaryOp::Relu => {
             let zero = l.f(0.0);
-            l.max(x, zero)
+            let neg = l.cmp_c(FloatCC::LessThan, x, 0.0);
+            l.select(neg, zero, x)
         }
         UnaryOp::LeakyRelu { alpha } => {
             let scaled = l.mul_c(x, alpha);
-            let non_neg = l.cmp_c(FloatCC::GreaterThanOrEqual, x, 0.0);
-            l.select(non_neg, x, scaled)
+            let neg = l.cmp_c(FloatCC::LessThan, x, 0.0);
+            l.select(neg, scaled, x)
         }
         UnaryOp::Elu { alpha } => {
-            let e = math::exp(l, x);
-            let em1 = l.add_c(e, -1.0);
+            let em1 = math::expm1(l, x);
             let scaled = l.mul_c(em1, alpha);
-            let non_neg = l.cmp_c(FloatCC::GreaterThanOrEqual, x, 0.0);
-            l.select(non_neg, x, scaled)
+            let neg = l.cmp_c(FloatCC::LessThan, x, 0.0);
+            l.select(neg, scaled, x)
         }
+        // As the interpreter: `y = x < lo ? lo : x; y > hi ? hi : y` (NaN passes).
         UnaryOp::Clip { min, max } => {
             let lo = l.f(min);
             let hi = l.f(max);
-            // max(x, lo) then min(·, hi), both as compare + select.
-            let lifted = l.max(x, lo);
-            l.min(lifted, hi)
+            let below = l.cmp(FloatCC::LessThan, x, lo);
+            let lifted = l.select(below, lo, x);
+            let above = l.cmp(FloatCC::GreaterThan, lifted, hi);
+            l.select(above, hi, lifted)
         }
         UnaryOp::PowI(n) => powi(l, x, n),
     }
@@ -159,35 +162,58 @@ fn binary(l: &mut Lanes, op: BinaryOp, a: Value, b: Value) -> Value {
         BinaryOp::Sub => l.sub(a, b),
         BinaryOp::Mul => l.mul(a, b),
         BinaryOp::Div => l.div(a, b),
-        BinaryOp::Max => l.max(a, b),
-        BinaryOp::Min => l.min(a, b),
+        BinaryOp::Max => l.max_nan(a, b),
+        BinaryOp::Min => l.min_nan(a, b),
         BinaryOp::Pow => pow(l, a, b),
     }
 }
 
-/// `a^b = e^(b·ln|a|)`, negated for a < 0 with odd integral b; NaN for a < 0 with a
-/// non-integral b (via ln of a negative number); `a^0 = 1` for every a.
+/// `a^b = e^(b·ln|a|)` with the special cases of C's `powf` (the interpreter's): the
+/// sign of `a` (−0 and −inf included) kept for odd integral `b`; NaN for a finite
+/// `a < 0` with a non-integral `b`; `1^b = 1` and `(−1)^±inf = 1`; `a^±0 = 1` for
+/// every `a`, NaN included. The infinite and zero cases follow from `e^(b·ln|a|)`
+/// itself (`ln 0 = −inf`, `e^±inf = inf, 0`).
 fn pow(l: &mut Lanes, a: Value, b: Value) -> Value {
     let abs_a = l.abs(a);
     let ln = math::log(l, abs_a);
     let prod = l.mul(b, ln);
     let magnitude = math::exp(l, prod);
-    // Integral and odd tests on b: floor(b) == b, floor(b/2) != b/2.
+    // Integral and odd tests on b: floor(b) == b, floor(b/2) != b/2 (±inf: even).
     let b_floor = l.b.ins().floor(b);
     let integral = l.cmp(FloatCC::Equal, b_floor, b);
     let half_b = l.mul_c(b, 0.5);
     let half_floor = l.b.ins().floor(half_b);
     let odd = l.cmp(FloatCC::NotEqual, half_floor, half_b);
+    // The sign bit of a (so −0 counts as negative).
+    let a_bits = l.bits_of(a);
+    let zero_bits = l.i(0);
+    let a_signed = l.b.ins().icmp(IntCC::SignedLessThan, a_bits, zero_bits);
+    let odd_integral = l.b.ins().band(integral, odd);
+    let flip = l.b.ins().band(a_signed, odd_integral);
     let neg_mag = l.neg(magnitude);
-    let odd_result = l.select(odd, neg_mag, magnitude);
+    let res = l.select(flip, neg_mag, magnitude);
+    // NaN for a finite negative a and a non-integral b.
+    let a_neg = l.cmp_c(FloatCC::LessThan, a, 0.0);
+    let a_finite = l.cmp_c(FloatCC::GreaterThan, a, f32::NEG_INFINITY);
+    let neg_finite = l.b.ins().band(a_neg, a_finite);
+    let b_nan_or_frac = l.cmp(FloatCC::NotEqual, b_floor, b);
+    let bad = l.b.ins().band(neg_finite, b_nan_or_frac);
     let nan = l.f(f32::NAN);
-    let neg_result = l.select(integral, odd_result, nan);
-    let zero = l.f(0.0);
-    let a_neg = l.cmp(FloatCC::LessThan, a, zero);
-    let res = l.select(a_neg, neg_result, magnitude);
-    let b_zero = l.cmp(FloatCC::Equal, b, zero);
+    let res = l.select(bad, nan, res);
+    // 1^b = 1, (−1)^±inf = 1, a^±0 = 1.
+    let a_one = l.cmp_c(FloatCC::Equal, a, 1.0);
+    let a_minus_one = l.cmp_c(FloatCC::Equal, a, -1.0);
+    let abs_b = l.abs(b);
+    let b_inf = l.cmp_c(FloatCC::Equal, abs_b, f32::INFINITY);
+    let minus_one_inf = l.b.ins().band(a_minus_one, b_inf);
+    let b_zero = l.cmp_c(FloatCC::Equal, b, 0.0);
+    let ones = l.mask_or(a_one, minus_one_inf);
+    let ones = l.mask_or(ones, b_zero);
     let one = l.f(1.0);
-    l.select(b_zero, one, res)
+    let res = l.select(ones, one, res);
+    // a^1 = a exactly (e^(ln a) overflows for a near f32::MAX)
+    let b_one = l.cmp_c(FloatCC::Equal, b, 1.0);
+    l.select(b_one, a, res)
 }
 
 fn compare(l: &mut Lanes, op: CmpOp, a: Value, b: Value) -> Value {

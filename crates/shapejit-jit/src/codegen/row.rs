@@ -8,11 +8,16 @@
 //! layer-norm) accumulates `e^(x−max)` or `(x−mean)²`; pass C applies the
 //! normalization and the epilogue and stores. Reductions are pass A only.
 //!
+//! **Invariant:** the folds are the interpreter's: `reduce_sum`/`reduce_mean` add in
+//! f64 (then round once to f32, a mean after dividing by the length), so a row whose
+//! f32 partial sums would overflow gives the interpreter's finite result; layer norm
+//! and softmax sum in f32, as the interpreter's row kernels do.
+//!
 //! **Invariant:** each output row is written by pass A and re-read only by later
 //! passes of the same row, so rows are independent and outputs never alias inputs.
 
-use cranelift_codegen::ir::types::{F32, F32X4};
-use cranelift_codegen::ir::{InstBuilder, Value};
+use cranelift_codegen::ir::types::{F32, F32X4, F64, F64X2, I8X16};
+use cranelift_codegen::ir::{ConstantData, Endianness, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::{FunctionBuilder, Variable};
 
 use super::function::Params;
@@ -28,8 +33,16 @@ const F32_BYTES: usize = 4;
 /// How a pass folds its per-element contributions.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Fold {
+    /// an f32 sum (layer norm, softmax's denominators)
     Sum,
+    /// `reduce_sum`/`reduce_mean`: an f64 sum of the f32 elements, as the interpreter's
+    Sum64,
+    /// softmax's row maximum: NaN dropped, as the interpreter's (a NaN makes the row
+    /// NaN through its sum anyway)
     Max,
+    /// ReduceMax: NaN propagates, a ±0 tie gives +0 (order-independent, as the
+    /// interpreter's)
+    MaxNan,
 }
 
 /// The validated pieces of a row spec codegen needs.
@@ -103,8 +116,10 @@ fn emit_row(b: &mut FunctionBuilder, plan: &RowPlan, ptrs: &RowPtrs) {
     let store_prologue = !plan.op.is_reduction();
     // Pass A: prologue (+ store), fold max or sum.
     let fold_a = match plan.op {
-        RowOp::Softmax | RowOp::LogSoftmax | RowOp::Max => Fold::Max,
-        RowOp::LayerNorm { .. } | RowOp::Sum | RowOp::Mean => Fold::Sum,
+        RowOp::Softmax | RowOp::LogSoftmax => Fold::Max,
+        RowOp::Max => Fold::MaxNan,
+        RowOp::LayerNorm { .. } => Fold::Sum,
+        RowOp::Sum | RowOp::Mean => Fold::Sum64,
     };
     let acc_a = pass(
         b,
@@ -124,11 +139,16 @@ fn emit_row(b: &mut FunctionBuilder, plan: &RowPlan, ptrs: &RowPtrs) {
     let scalar = |b: &mut FunctionBuilder, c: f32| b.ins().f32const(c);
     match plan.op {
         RowOp::Sum | RowOp::Mean | RowOp::Max => {
-            let result = if plan.op == RowOp::Mean {
-                let c = scalar(b, inv_len);
-                b.ins().fmul(acc_a, c)
-            } else {
-                acc_a
+            // As the interpreter: the f64 sum (divided by the length in f64 for a
+            // mean), rounded once to f32.
+            let result = match plan.op {
+                RowOp::Sum => b.ins().fdemote(F32, acc_a),
+                RowOp::Mean => {
+                    let n = b.ins().f64const(len as f64);
+                    let mean = b.ins().fdiv(acc_a, n);
+                    b.ins().fdemote(F32, mean)
+                }
+                _ => acc_a,
             };
             let mut l = Lanes {
                 b,
@@ -291,25 +311,13 @@ fn pass(
         .map(|(input, &ptr)| (input.elem_stride == 1).then(|| Cursor::new(b, ptr)))
         .collect();
     let out_cursor = Cursor::new(b, ptrs.out);
-    let identity = match fold {
-        Some(Fold::Max) => f32::NEG_INFINITY,
-        _ => 0.0,
-    };
-    let init = b.ins().f32const(identity);
-    let init_v = b.ins().splat(F32X4, init);
     let unroll = unroll_for(weight);
-    let vec_accs: Vec<Variable> = (0..unroll)
-        .map(|_| {
-            let v = b.declare_var(F32X4);
-            b.def_var(v, init_v);
-            v
-        })
-        .collect();
-    let scalar_acc = b.declare_var(F32);
-    b.def_var(scalar_acc, init);
+    let wide = fold == Some(Fold::Sum64);
+    let vec_accs: Vec<Acc> = (0..unroll).map(|_| Acc::new(b, fold, true)).collect();
+    let scalar_acc = Acc::new(b, fold, false);
 
     let chunk = unroll * VECTOR_LANES;
-    let mut group = |b: &mut FunctionBuilder, width: Width, off: i32, acc: Variable| {
+    let mut group = |b: &mut FunctionBuilder, width: Width, off: i32, acc: Acc| {
         let addrs = cursor_addrs(b, &in_cursors);
         let out_addr = out_cursor.get(b);
         let mut l = Lanes { b, width };
@@ -318,12 +326,7 @@ fn pass(
             input_value(l, splats[id.0 as usize], addrs[id.0 as usize], off)
         };
         if let Some(x) = body(&mut l, &mut input, out_addr, off) {
-            let prev = l.b.use_var(acc);
-            let next = match fold {
-                Some(Fold::Max) => l.max(x, prev),
-                _ => l.add(prev, x),
-            };
-            l.b.def_var(acc, next);
+            acc.fold_in(&mut l, fold, x);
         }
     };
     let bump = |b: &mut FunctionBuilder, bytes: i64| {
@@ -351,25 +354,115 @@ fn pass(
         b,
         width: Width::X4,
     };
-    let mut acc = l.b.use_var(vec_accs[0]);
-    for &v in &vec_accs[1..] {
+    let mut acc = l.b.use_var(vec_accs[0].low);
+    let highs = vec_accs.iter().filter_map(|a| a.high);
+    let rest: Vec<Variable> = vec_accs[1..].iter().map(|a| a.low).chain(highs).collect();
+    for v in rest {
         let x = l.b.use_var(v);
-        acc = match fold {
-            Fold::Max => l.max(acc, x),
-            Fold::Sum => l.add(acc, x),
-        };
+        acc = step(&mut l, Some(fold), x, acc);
     }
     let mut l = Lanes {
         b: l.b,
         width: Width::Scalar,
     };
-    let mut total = l.b.use_var(scalar_acc);
-    for lane in 0..VECTOR_LANES as u8 {
+    let mut total = l.b.use_var(scalar_acc.low);
+    let lanes = if wide { 2 } else { VECTOR_LANES as u8 };
+    for lane in 0..lanes {
         let x = l.b.ins().extractlane(acc, lane);
-        total = match fold {
-            Fold::Max => l.max(total, x),
-            Fold::Sum => l.add(total, x),
-        };
+        total = step(&mut l, Some(fold), x, total);
     }
     Some(total)
+}
+
+/// One accumulator of a pass: f32 (×4 in vector code), or for [`Fold::Sum64`] f64
+/// (vector code: `low` sums lanes 0–1 and `high` lanes 2–3, each an f64x2).
+#[derive(Clone, Copy)]
+struct Acc {
+    low: Variable,
+    high: Option<Variable>,
+}
+
+impl Acc {
+    /// A fresh accumulator holding the fold's identity.
+    fn new(b: &mut FunctionBuilder, fold: Option<Fold>, vector: bool) -> Acc {
+        if fold == Some(Fold::Sum64) {
+            let zero = b.ins().f64const(0.0);
+            if !vector {
+                return Acc {
+                    low: var(b, F64, zero),
+                    high: None,
+                };
+            }
+            let zeros = b.ins().splat(F64X2, zero);
+            return Acc {
+                low: var(b, F64X2, zeros),
+                high: Some(var(b, F64X2, zeros)),
+            };
+        }
+        let identity = match fold {
+            Some(Fold::Max | Fold::MaxNan) => f32::NEG_INFINITY,
+            _ => 0.0,
+        };
+        let init = b.ins().f32const(identity);
+        let init = if vector {
+            b.ins().splat(F32X4, init)
+        } else {
+            init
+        };
+        Acc {
+            low: var(b, if vector { F32X4 } else { F32 }, init),
+            high: None,
+        }
+    }
+
+    /// Folds `x` (f32 at the lanes' width) in.
+    fn fold_in(self, l: &mut Lanes, fold: Option<Fold>, x: Value) {
+        if fold == Some(Fold::Sum64) {
+            let parts = match (l.width, self.high) {
+                (Width::X4, Some(high)) => {
+                    let (lo, hi) = promote_halves(l, x);
+                    vec![(self.low, lo), (high, hi)]
+                }
+                _ => vec![(self.low, l.b.ins().fpromote(F64, x))],
+            };
+            for (var, wide) in parts {
+                let prev = l.b.use_var(var);
+                let next = l.add(prev, wide);
+                l.b.def_var(var, next);
+            }
+            return;
+        }
+        let prev = l.b.use_var(self.low);
+        let next = step(l, fold, x, prev);
+        l.b.def_var(self.low, next);
+    }
+}
+
+/// A new variable of type `ty` holding `init`.
+fn var(b: &mut FunctionBuilder, ty: Type, init: Value) -> Variable {
+    let v = b.declare_var(ty);
+    b.def_var(v, init);
+    v
+}
+
+/// The fold's step: `acc` with the next contribution `x`.
+fn step(l: &mut Lanes, fold: Option<Fold>, x: Value, acc: Value) -> Value {
+    match fold {
+        Some(Fold::Max) => l.max(x, acc),
+        Some(Fold::MaxNan) => l.max_reduce(x, acc),
+        _ => l.add(acc, x),
+    }
+}
+
+/// An f32x4's lanes 0–1 and 2–3, each promoted (exactly) to an f64x2.
+fn promote_halves(l: &mut Lanes, x: Value) -> (Value, Value) {
+    let little = MemFlagsData::new().with_endianness(Endianness::Little);
+    let low = l.b.ins().fvpromote_low(x);
+    let bytes = l.b.ins().bitcast(I8X16, little, x);
+    // bytes 8..16 (lanes 2 and 3) into both halves
+    let mask: Vec<u8> = (8..16).chain(8..16).collect();
+    let mask = l.b.func.dfg.immediates.push(ConstantData::from(mask));
+    let moved = l.b.ins().shuffle(bytes, bytes, mask);
+    let moved = l.b.ins().bitcast(F32X4, little, moved);
+    (low, l.b.ins().fvpromote_low(moved))
 }

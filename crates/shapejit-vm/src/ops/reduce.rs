@@ -53,8 +53,14 @@ pub(crate) fn reduce_type(
     Ok(OutType { dtype, shape: out })
 }
 
+/// The running maximum `a` with the next element `b`: NaN propagates, and a tie of ±0
+/// gives +0, so the result does not depend on the order (the JIT folds in lanes).
 fn fmax(a: f32, b: f32) -> f32 {
-    if b > a || b.is_nan() { b } else { a }
+    if b > a || b.is_nan() || (b == a && b.is_sign_positive()) {
+        b
+    } else {
+        a
+    }
 }
 
 fn fmin(a: f32, b: f32) -> f32 {

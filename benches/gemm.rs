@@ -22,36 +22,44 @@ use shapejit_kernels::{View, ViewMut};
 use std::hint::black_box;
 use std::time::Duration;
 
+/// Benchmarks one m×k×n product twice in `group`: `gemm` packing the weights per call
+/// (as `gemm_id`), and the weights packed once (`packed`).
+fn gemm_and_packed(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    (m, k, n): (usize, usize, usize),
+    gemm_id: &str,
+) {
+    let a: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 * 0.01).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 * 0.01).collect();
+    let mut out = vec![0f32; m * n];
+    let name = format!("{m}x{k}x{n}");
+    group.throughput(Throughput::Elements(2 * (m * n * k) as u64));
+    group.bench_function(BenchmarkId::new(gemm_id, &name), |bench| {
+        bench.iter(|| {
+            let av = View::contiguous(&a, &[m, k]).expect("a fits");
+            let bv = View::contiguous(&b, &[k, n]).expect("b fits");
+            let mut ov = ViewMut::contiguous(&mut out, &[m, n]).expect("out fits");
+            matmul(&mut ov, &av, &bv, 1.0, false).expect("shapes agree");
+            black_box(&out);
+        })
+    });
+    let packed = PackedB::pack(&View::contiguous(&b, &[k, n]).expect("b fits")).expect("packs");
+    group.bench_function(BenchmarkId::new("packed", &name), |bench| {
+        bench.iter(|| {
+            let av = View::contiguous(&a, &[m, k]).expect("a fits");
+            matmul_packed(&mut out, &av, &packed, 1.0).expect("shapes agree");
+            black_box(&out);
+        })
+    });
+}
+
 fn gemm(c: &mut Criterion) {
     let mut group = c.benchmark_group("gemm");
     group
         .sample_size(20)
         .measurement_time(Duration::from_secs(3));
     for (m, k, n) in [(32, 256, 256), (2048, 256, 1024), (2048, 1024, 256)] {
-        let a: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 * 0.01).collect();
-        let b: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 * 0.01).collect();
-        let mut out = vec![0f32; m * n];
-        group.throughput(Throughput::Elements(2 * (m * n * k) as u64));
-        group.bench_function(BenchmarkId::new("f32", format!("{m}x{k}x{n}")), |bench| {
-            bench.iter(|| {
-                let av = View::contiguous(&a, &[m, k]).expect("a fits");
-                let bv = View::contiguous(&b, &[k, n]).expect("b fits");
-                let mut ov = ViewMut::contiguous(&mut out, &[m, n]).expect("out fits");
-                matmul(&mut ov, &av, &bv, 1.0, false).expect("shapes agree");
-                black_box(&out);
-            })
-        });
-        let packed = PackedB::pack(&View::contiguous(&b, &[k, n]).expect("b fits")).expect("packs");
-        group.bench_function(
-            BenchmarkId::new("packed", format!("{m}x{k}x{n}")),
-            |bench| {
-                bench.iter(|| {
-                    let av = View::contiguous(&a, &[m, k]).expect("a fits");
-                    matmul_packed(&mut out, &av, &packed, 1.0).expect("shapes agree");
-                    black_box(&out);
-                })
-            },
-        );
+        gemm_and_packed(&mut group, (m, k, n), "f32");
     }
     const ITERS: usize = 1 << 16;
     if fma_probe(1).is_some() {
@@ -76,28 +84,7 @@ fn sweep(c: &mut Criterion) {
         .into_iter()
         .flat_map(|b| [(b, 512, 1024), (b, 1024, 1024), (b, 1024, 10)]);
     for (m, k, n) in transformer.chain(mlp) {
-        let a: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 * 0.01).collect();
-        let b: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 * 0.01).collect();
-        let mut out = vec![0f32; m * n];
-        let name = format!("{m}x{k}x{n}");
-        group.throughput(Throughput::Elements(2 * (m * n * k) as u64));
-        group.bench_function(BenchmarkId::new("gemm", &name), |bench| {
-            bench.iter(|| {
-                let av = View::contiguous(&a, &[m, k]).expect("a fits");
-                let bv = View::contiguous(&b, &[k, n]).expect("b fits");
-                let mut ov = ViewMut::contiguous(&mut out, &[m, n]).expect("out fits");
-                matmul(&mut ov, &av, &bv, 1.0, false).expect("shapes agree");
-                black_box(&out);
-            })
-        });
-        let packed = PackedB::pack(&View::contiguous(&b, &[k, n]).expect("b fits")).expect("packs");
-        group.bench_function(BenchmarkId::new("packed", &name), |bench| {
-            bench.iter(|| {
-                let av = View::contiguous(&a, &[m, k]).expect("a fits");
-                matmul_packed(&mut out, &av, &packed, 1.0).expect("shapes agree");
-                black_box(&out);
-            })
-        });
+        gemm_and_packed(&mut group, (m, k, n), "gemm");
     }
     group.finish();
 }

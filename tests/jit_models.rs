@@ -8,8 +8,8 @@
 //! kernels' documented op errors (a few ulp) and the matmuls' f32 summation order,
 //! grown over a model's depth; a wrong element or a wrong shape is far outside it.
 
-use shapejit::bytecode::DimCheck;
-use shapejit::{CompileMode, Module, Options, Tensor, Tier};
+use shapejit::{CompileMode, Module, Options, Tier};
+use shapejit_tests::inputs::seeded;
 use std::path::PathBuf;
 
 const BATCHES: [usize; 6] = [1, 3, 4, 16, 33, 64];
@@ -23,44 +23,12 @@ fn jit_options() -> Options {
     }
 }
 
-/// One input per declared input, every symbolic dim set to `batch`, values from a
-/// seeded LCG in [-1, 1).
-fn inputs(module: &Module, batch: usize, seed: u64) -> Vec<Tensor> {
-    module
-        .inputs()
-        .iter()
-        .enumerate()
-        .map(|(k, spec)| {
-            let shape: Vec<usize> = spec
-                .dims
-                .iter()
-                .map(|d| match d {
-                    DimCheck::Known(v) => *v as usize,
-                    DimCheck::Symbol(_) => batch,
-                    DimCheck::Expr(e) => e.eval(&|_| Some(batch as i64)).unwrap_or(1) as usize,
-                })
-                .collect();
-            let n: usize = shape.iter().product();
-            let mut state = seed.wrapping_mul(6_364_136_223_846_793_005) ^ (k as u64 + 1);
-            let data = (0..n)
-                .map(|_| {
-                    state = state
-                        .wrapping_mul(6_364_136_223_846_793_005)
-                        .wrapping_add(1_442_695_040_888_963_407);
-                    (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-                })
-                .collect();
-            Tensor::from_vec(data, &shape).unwrap()
-        })
-        .collect()
-}
-
 fn compare_tiers(model: &str) {
     let interp = Module::load(model, Options::interp()).unwrap();
     let jit = Module::load(model, jit_options()).unwrap();
     let (mut ri, mut rj) = (interp.runtime(), jit.runtime());
     for batch in BATCHES {
-        let x = inputs(&interp, batch, batch as u64);
+        let x = seeded(&interp, batch, batch as u64);
         for iteration in 0..2 {
             let want = ri.run(&x).unwrap();
             let got = rj.run(&x).unwrap();

@@ -1,4 +1,5 @@
-//! Shared helpers for the workspace-level tests (golden-file runner, references).
+//! Shared helpers for the workspace-level tests (golden-file runner, references,
+//! seeded model inputs).
 //!
 //! **Invariant:** a golden test fails on any difference between the computed
 //! and the expected text; the expected text is only rewritten on request
@@ -224,5 +225,43 @@ pub mod golden {
             run_cases(&dir, upper, false);
             std::fs::remove_dir_all(&dir).unwrap();
         }
+    }
+}
+
+/// Seeded inputs for a loaded model.
+pub mod inputs {
+    use shapejit::bytecode::DimCheck;
+    use shapejit::{Module, Tensor};
+
+    /// One input per declared input of `module`, every symbolic dim set to `batch`,
+    /// values from an LCG seeded with `seed` (and the input's index) in [-1, 1).
+    pub fn seeded(module: &Module, batch: usize, seed: u64) -> Vec<Tensor> {
+        module
+            .inputs()
+            .iter()
+            .enumerate()
+            .map(|(k, spec)| {
+                let shape: Vec<usize> = spec
+                    .dims
+                    .iter()
+                    .map(|d| match d {
+                        DimCheck::Known(v) => *v as usize,
+                        DimCheck::Symbol(_) => batch,
+                        DimCheck::Expr(e) => e.eval(&|_| Some(batch as i64)).unwrap_or(1) as usize,
+                    })
+                    .collect();
+                let n: usize = shape.iter().product();
+                let mut state = seed.wrapping_mul(6_364_136_223_846_793_005) ^ (k as u64 + 1);
+                let data = (0..n)
+                    .map(|_| {
+                        state = state
+                            .wrapping_mul(6_364_136_223_846_793_005)
+                            .wrapping_add(1_442_695_040_888_963_407);
+                        (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+                    })
+                    .collect();
+                Tensor::from_vec(data, &shape).expect("the declared shape holds n elements")
+            })
+            .collect()
     }
 }

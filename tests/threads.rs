@@ -4,8 +4,8 @@
 //! output is bit-identical to the single-thread run. The transformer at batch 64
 //! must have run split ops, so the comparison covers the pool's paths.
 
-use shapejit::bytecode::DimCheck;
-use shapejit::{Module, Options, Tensor};
+use shapejit::{Module, Options};
+use shapejit_tests::inputs::seeded;
 use std::path::PathBuf;
 
 const BATCHES: [usize; 5] = [1, 4, 16, 33, 64];
@@ -15,37 +15,6 @@ fn options(threads: usize) -> Options {
         threads,
         ..Options::interp()
     }
-}
-
-/// One input per declared input, symbolic dims set to `batch`, values from an LCG.
-fn inputs(module: &Module, batch: usize) -> Vec<Tensor> {
-    module
-        .inputs()
-        .iter()
-        .enumerate()
-        .map(|(k, spec)| {
-            let shape: Vec<usize> = spec
-                .dims
-                .iter()
-                .map(|d| match d {
-                    DimCheck::Known(v) => *v as usize,
-                    DimCheck::Symbol(_) => batch,
-                    DimCheck::Expr(e) => e.eval(&|_| Some(batch as i64)).unwrap_or(1) as usize,
-                })
-                .collect();
-            let n: usize = shape.iter().product();
-            let mut state = (batch as u64) << 8 ^ (k as u64 + 1);
-            let data = (0..n)
-                .map(|_| {
-                    state = state
-                        .wrapping_mul(6_364_136_223_846_793_005)
-                        .wrapping_add(1_442_695_040_888_963_407);
-                    (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-                })
-                .collect();
-            Tensor::from_vec(data, &shape).unwrap()
-        })
-        .collect()
 }
 
 /// Runs `model` at every batch on 1, 2 and 3 threads; returns the split-op count
@@ -60,7 +29,7 @@ fn check(model: &str) -> u64 {
     }
     let mut runtimes: Vec<_> = modules.iter().map(Module::runtime).collect();
     for batch in BATCHES {
-        let x = inputs(&modules[0], batch);
+        let x = seeded(&modules[0], batch, batch as u64);
         let want = runtimes[0].run(&x).unwrap();
         for (rt, threads) in runtimes.iter_mut().zip([1, 2, 3]).skip(1) {
             // twice: the first run starts the pool, the second reuses it

@@ -7,11 +7,13 @@
 //! row of `b` (zero-padded at the right edge); [`matmul_packed`] then streams each
 //! panel from cache against [`MR`] rows of `a` read in place, keeping an `MR × NR`
 //! block of the product in registers (12 AVX registers), over `k` in blocks of
-//! [`KC`] so a panel block stays in L1 while it meets every row block of `a`.
+//! [`KC`] so a panel block stays in L1 while it meets every row block of `a`. At
+//! AVX-512 the kernel takes two panels at a time against up to 12 rows (24 zmm
+//! accumulators, masked loads and stores at the right edge).
 //!
 //! **Invariant:** every product element is `alpha · fma(a[i,k-1], b[k-1,j], … fma(a[i,0],
 //! b[0,j], 0))`: the sum runs in `k` order with one rounding per step on every path
-//! (the AVX2+FMA kernel and the portable one), so results do not depend on the CPU.
+//! (the AVX-512, AVX2+FMA and portable kernels), so results do not depend on the CPU.
 //! **Invariant:** only elements inside `a`'s view and the first `m·n` of `out` are
 //! touched; the panels' zero padding is never stored.
 
@@ -197,7 +199,8 @@ pub fn matmul_packed_ref(
         out[..needed].fill(0.0);
         return Ok(());
     }
-    let fast = crate::cpu::level() >= crate::cpu::Level::Avx2;
+    let kernel = Kernel::for_level(crate::cpu::level());
+    let n_panels = n.div_ceil(NR);
     for pc in (0..k).step_by(KC) {
         let kc = KC.min(k - pc);
         let pass = Pass {
@@ -206,45 +209,83 @@ pub fn matmul_packed_ref(
             first: pc == 0,
             scale: (pc + kc == k).then_some(alpha).filter(|&s| s != 1.0),
         };
+        let panel = |p: usize| &b.panels[(p * k + pc) * NR..][..kc * NR];
         for ic in (0..m).step_by(MC) {
             let rows_in_block = MC.min(m - ic);
-            for p in 0..n.div_ceil(NR) {
-                let cols = NR.min(n - p * NR);
-                let panel = &b.panels[(p * k + pc) * NR..][..kc * NR];
-                for (row, rows) in row_blocks(ic, rows_in_block) {
+            let mut p = 0;
+            while p < n_panels {
+                // the AVX-512 kernel takes two panels (32 columns) at a time
+                let pair = kernel == Kernel::Avx512 && p + 1 < n_panels;
+                let panels = [panel(p), if pair { panel(p + 1) } else { &[] }];
+                let width = if pair { 2 * NR } else { NR };
+                for (row, rows) in row_blocks(ic, rows_in_block, kernel.max_rows()) {
                     let tile = Tile {
                         row,
                         rows,
                         col: p * NR,
-                        cols,
+                        cols: width.min(n - p * NR),
                         ldc: n,
                     };
-                    block(fast, &a, panel, out, &pass, &tile);
+                    block(kernel, &a, panels, out, &pass, &tile);
                 }
+                p += if pair { 2 } else { 1 };
             }
         }
     }
     Ok(())
 }
 
-/// Splits rows `start .. start + count` into register blocks of at most [`MR`] rows,
+/// Which register kernel runs the blocks (from the CPU level in use).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernel {
+    /// one element at a time (any CPU)
+    Portable,
+    /// up to 6 rows × one panel, two 8-lane accumulators per row
+    Avx2,
+    /// up to 12 rows × two panels, two 16-lane accumulators per row
+    Avx512,
+}
+
+impl Kernel {
+    fn for_level(level: crate::cpu::Level) -> Kernel {
+        use crate::cpu::Level;
+        match level {
+            Level::Avx512 if cfg!(target_arch = "x86_64") => Kernel::Avx512,
+            Level::Avx2 | Level::Avx512 if cfg!(target_arch = "x86_64") => Kernel::Avx2,
+            _ => Kernel::Portable,
+        }
+    }
+
+    /// Rows per register block.
+    fn max_rows(self) -> usize {
+        match self {
+            Kernel::Avx512 => MR_512,
+            _ => MR,
+        }
+    }
+}
+
+/// Rows of `a` per register block of the AVX-512 kernel (24 accumulators).
+const MR_512: usize = 12;
+
+/// Splits rows `start .. start + count` into register blocks of at most `mr` rows,
 /// avoiding a short last block: a block needs ≥ 4 rows (8 accumulators) to cover the
 /// FMA latency, so a tail of 1–3 rows is merged with the block before it and the two
 /// are split evenly.
-fn row_blocks(start: usize, count: usize) -> impl Iterator<Item = (usize, usize)> {
-    let tail = count % MR;
-    let (full, merged) = if tail != 0 && tail < 4 && count > MR {
-        (count / MR - 1, MR + tail)
+fn row_blocks(start: usize, count: usize, mr: usize) -> impl Iterator<Item = (usize, usize)> {
+    let tail = count % mr;
+    let (full, merged) = if tail != 0 && tail < 4 && count > mr {
+        (count / mr - 1, mr + tail)
     } else {
-        (count / MR, tail)
+        (count / mr, tail)
     };
-    let halves = if merged > MR {
+    let halves = if merged > mr {
         [merged / 2, merged - merged / 2]
     } else {
         [merged, 0]
     };
     (0..full)
-        .map(|_| MR)
+        .map(move |_| mr)
         .chain(halves)
         .filter(|&rows| rows > 0)
         .scan(start, |row, rows| {
@@ -288,33 +329,55 @@ struct Tile {
     ldc: usize,
 }
 
-fn block(fast: bool, a: &Operand, panel: &[f32], out: &mut [f32], pass: &Pass, tile: &Tile) {
+/// One register tile: `tile.cols` columns from `panels[0]` (and `panels[1]` past
+/// [`NR`], for the AVX-512 kernel's pairs).
+fn block(
+    kernel: Kernel,
+    a: &Operand,
+    panels: [&[f32]; 2],
+    out: &mut [f32],
+    pass: &Pass,
+    tile: &Tile,
+) {
     #[cfg(target_arch = "x86_64")]
-    if fast {
+    {
         macro_rules! rows {
-            ($($r:literal)*) => {
+            ($f:ident, $panels:expr, $($r:literal)*) => {
                 match tile.rows {
-                    // SAFETY: the CPU has AVX2 and FMA (`fast`); the indices the
-                    // kernel forms are the ones `portable` forms, all in bounds
-                    // (see `x86::kernel`).
-                    $($r => unsafe { x86::kernel::<$r>(a, panel, out, pass, tile) },)*
-                    _ => portable(a, panel, out, pass, tile),
+                    // SAFETY: `Kernel::for_level` picked this kernel for a level the
+                    // CPU has; the indices the kernel forms are the ones `portable`
+                    // forms, all in bounds (see `x86::avx2` / `x86::avx512`).
+                    $($r => unsafe { x86::$f::<$r>(a, $panels, out, pass, tile) },)*
+                    _ => portable(a, panels, out, pass, tile),
                 }
             };
         }
-        rows!(1 2 3 4 5 6);
-        return;
+        match kernel {
+            Kernel::Avx512 if tile.cols > NR => {
+                rows!(avx512_pair, panels, 1 2 3 4 5 6 7 8 9 10 11 12);
+                return;
+            }
+            Kernel::Avx512 => {
+                rows!(avx512_single, panels[0], 1 2 3 4 5 6 7 8 9 10 11 12);
+                return;
+            }
+            Kernel::Avx2 => {
+                rows!(avx2, panels[0], 1 2 3 4 5 6);
+                return;
+            }
+            Kernel::Portable => {}
+        }
     }
-    let _ = fast;
-    portable(a, panel, out, pass, tile);
+    portable(a, panels, out, pass, tile);
 }
 
 /// The reference path (any CPU): the same fma sequence, one element at a time.
-fn portable(a: &Operand, panel: &[f32], out: &mut [f32], pass: &Pass, tile: &Tile) {
+fn portable(a: &Operand, panels: [&[f32]; 2], out: &mut [f32], pass: &Pass, tile: &Tile) {
     for r in 0..tile.rows {
         for j in 0..tile.cols {
             let o = (tile.row + r) * tile.ldc + tile.col + j;
             let mut acc = if pass.first { 0.0 } else { out[o] };
+            let (panel, j) = (panels[j / NR], j % NR);
             for kk in 0..pass.kc {
                 let x = a.data[a.at(tile.row + r, pass.k0 + kk)];
                 acc = x.mul_add(panel[kk * NR + j], acc);
@@ -330,12 +393,12 @@ mod tests {
 
     #[test]
     fn row_blocks_cover_the_rows_without_short_tails() {
-        for count in 1..=40 {
-            let blocks: Vec<(usize, usize)> = row_blocks(7, count).collect();
+        for (count, mr) in (1..=40).flat_map(|c| [(c, super::MR), (c, super::MR_512)]) {
+            let blocks: Vec<(usize, usize)> = row_blocks(7, count, mr).collect();
             let mut next = 7;
             for &(row, rows) in &blocks {
                 assert_eq!(row, next, "{count}: {blocks:?}");
-                assert!((1..=super::MR).contains(&rows), "{count}: {blocks:?}");
+                assert!((1..=mr).contains(&rows), "{count}: {blocks:?}");
                 next += rows;
             }
             assert_eq!(next, 7 + count, "{count}: {blocks:?}");
@@ -349,12 +412,23 @@ mod tests {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{NR, Operand, Pass, Tile};
-    use std::arch::x86_64::{
-        __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_set1_ps, _mm256_setzero_ps,
-        _mm256_storeu_ps,
-    };
+    use std::arch::x86_64::*;
 
-    /// An `R × 16` register tile over one pass.
+    /// The offsets of rows `tile.row .. + R` of `a` at column `pass.k0`, after
+    /// checking that every element of those rows this pass reads lies in `a.data`
+    /// (the view guarantees it; checked again because the kernels read raw).
+    fn row_starts<const R: usize>(a: &Operand, pass: &Pass, tile: &Tile) -> [usize; R] {
+        let rows: [usize; R] = std::array::from_fn(|r| a.at(tile.row + r, pass.k0));
+        let len = a.data.len() as isize;
+        let span = (pass.kc as isize - 1) * a.cs;
+        let in_bounds = rows
+            .iter()
+            .all(|&s| (0..len).contains(&(s as isize)) && (0..len).contains(&(s as isize + span)));
+        assert!(in_bounds, "packed kernel: a row outside its view");
+        rows
+    }
+
+    /// An `R × 16` register tile over one pass (AVX2: two 8-lane halves per row).
     ///
     /// # Safety
     /// The CPU has AVX2 and FMA. `tile` and `pass` come from `matmul_packed`, so rows
@@ -363,7 +437,7 @@ mod x86 {
     /// `(tile.row, tile.col)` lies in the first `m·n` elements of `out`; bounds are
     /// checked by slicing before any raw access.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn kernel<const R: usize>(
+    pub(super) unsafe fn avx2<const R: usize>(
         a: &Operand,
         panel: &[f32],
         out: &mut [f32],
@@ -383,15 +457,8 @@ mod x86 {
                 }
             }
         }
-        let rows: [usize; R] = std::array::from_fn(|r| a.at(tile.row + r, pass.k0));
-        // Every row's first and last element of this pass lie inside `a.data` (the
-        // view guarantees it; checked again because the loop below reads raw).
-        let len = a.data.len() as isize;
-        let span = (pass.kc as isize - 1) * a.cs;
-        let in_bounds = rows
-            .iter()
-            .all(|&s| (0..len).contains(&(s as isize)) && (0..len).contains(&(s as isize + span)));
-        assert!(in_bounds && panel.len() >= pass.kc * NR);
+        let rows = row_starts::<R>(a, pass, tile);
+        assert!(panel.len() >= pass.kc * NR);
         let base = a.data.as_ptr();
         for kk in 0..pass.kc {
             // SAFETY: kk < kc, so kk·NR + 16 ≤ panel.len(); the a offsets lie between
@@ -401,8 +468,7 @@ mod x86 {
                 let b0 = _mm256_loadu_ps(bp);
                 let b1 = _mm256_loadu_ps(bp.add(8));
                 for r in 0..R {
-                    let x = *base.offset(rows[r] as isize + kk as isize * a.cs);
-                    let x = _mm256_set1_ps(x);
+                    let x = _mm256_set1_ps(*base.offset(rows[r] as isize + kk as isize * a.cs));
                     acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
                     acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
                 }
@@ -434,5 +500,102 @@ mod x86 {
                 dst.copy_from_slice(&buf[..tile.cols]);
             }
         }
+    }
+
+    /// Lanes of the `h`-th 16-column half of a `cols`-wide tile row, as a mask.
+    #[inline(always)]
+    fn half_mask(cols: usize, h: usize) -> __mmask16 {
+        let lanes = cols.saturating_sub(h * NR).min(NR);
+        ((1u32 << lanes) - 1) as __mmask16
+    }
+
+    /// An `R × 16·P` register tile over one pass (AVX-512: one 16-lane accumulator
+    /// per row and panel); `panels[h]` is the panel of columns `16h .. 16h + 16`.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F. As [`avx2`]: rows and columns of `a` inside its view,
+    /// each panel holds `kc · NR` floats, and the `R × tile.cols` block of `out`
+    /// (`tile.cols ≤ 16·P`) lies in its first `m·n` elements; `out` rows are sliced
+    /// before the masked loads and stores, which touch only `tile.cols` lanes.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn avx512<const R: usize, const P: usize>(
+        a: &Operand,
+        panels: [&[f32]; P],
+        out: &mut [f32],
+        pass: &Pass,
+        tile: &Tile,
+    ) {
+        let masks: [__mmask16; P] = std::array::from_fn(|h| half_mask(tile.cols, h));
+        let mut acc = [[_mm512_setzero_ps(); P]; R];
+        if !pass.first {
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let o = (tile.row + r) * tile.ldc + tile.col;
+                let src = &out[o..o + tile.cols];
+                for h in 0..P {
+                    // SAFETY: the mask enables only lanes below `tile.cols - 16h`,
+                    // inside `src`.
+                    acc[h] = unsafe { _mm512_maskz_loadu_ps(masks[h], src.as_ptr().add(h * NR)) };
+                }
+            }
+        }
+        let rows = row_starts::<R>(a, pass, tile);
+        assert!(panels.iter().all(|p| p.len() >= pass.kc * NR));
+        let base = a.data.as_ptr();
+        for kk in 0..pass.kc {
+            // SAFETY: kk < kc, so kk·NR + 16 ≤ each panel's length; the a offsets lie
+            // between the rows' first and last elements of this pass, checked above.
+            unsafe {
+                let b: [__m512; P] =
+                    std::array::from_fn(|h| _mm512_loadu_ps(panels[h].as_ptr().add(kk * NR)));
+                for r in 0..R {
+                    let x = _mm512_set1_ps(*base.offset(rows[r] as isize + kk as isize * a.cs));
+                    for h in 0..P {
+                        acc[r][h] = _mm512_fmadd_ps(x, b[h], acc[r][h]);
+                    }
+                }
+            }
+        }
+        let scale = pass.scale.map(|s| _mm512_set1_ps(s));
+        for (r, acc) in acc.iter().enumerate() {
+            let o = (tile.row + r) * tile.ldc + tile.col;
+            let dst = &mut out[o..o + tile.cols];
+            for h in 0..P {
+                let v = scale.map_or(acc[h], |s| _mm512_mul_ps(acc[h], s));
+                // SAFETY: as for the loads above.
+                unsafe { _mm512_mask_storeu_ps(dst.as_mut_ptr().add(h * NR), masks[h], v) };
+            }
+        }
+    }
+
+    /// [`avx512`] over two panels (32 columns).
+    ///
+    /// # Safety
+    /// As [`avx512`].
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn avx512_pair<const R: usize>(
+        a: &Operand,
+        panels: [&[f32]; 2],
+        out: &mut [f32],
+        pass: &Pass,
+        tile: &Tile,
+    ) {
+        // SAFETY: the caller upholds `avx512`'s contract.
+        unsafe { avx512::<R, 2>(a, panels, out, pass, tile) }
+    }
+
+    /// [`avx512`] over one panel (16 columns).
+    ///
+    /// # Safety
+    /// As [`avx512`].
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn avx512_single<const R: usize>(
+        a: &Operand,
+        panel: &[f32],
+        out: &mut [f32],
+        pass: &Pass,
+        tile: &Tile,
+    ) {
+        // SAFETY: the caller upholds `avx512`'s contract.
+        unsafe { avx512::<R, 1>(a, [panel], out, pass, tile) }
     }
 }

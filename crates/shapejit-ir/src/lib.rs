@@ -6,6 +6,7 @@
 //!   error names the node that caused it.
 //! - [`verify()`] checks a finished graph (also one parsed from text).
 //! - [`text`]: `Display` for [`Graph`] prints `.sjir`, [`parse`] reads it.
+//! - [`fuse`]: load-time rewrites of exported patterns (GELU) into single ops.
 //!
 //! ```
 //! use shapejit_ir::{DType, GraphBuilder, Tensor, parse, shape, verify};
@@ -40,6 +41,7 @@ pub mod dim;
 pub mod dtype;
 pub mod error;
 pub mod file;
+pub mod fuse;
 pub mod graph;
 pub mod infer;
 pub mod op;

@@ -63,7 +63,8 @@ pub fn model_opset(model: &ModelProto) -> Result<i64, OnnxError> {
     Ok(opset)
 }
 
-/// Imports a decoded model's main graph.
+/// Imports a decoded model's main graph, with the load-time rewrites of
+/// [`shapejit_ir::fuse`] applied (exported GELU chains become one op).
 pub fn import_model(model: &ModelProto, external: &ExternalFiles) -> Result<Graph, OnnxError> {
     let opset = model_opset(model)?;
     let gp = model
@@ -81,7 +82,10 @@ pub fn import_model(model: &ModelProto, external: &ExternalFiles) -> Result<Grap
         let ty = input_type(vi, &mut symbols)?;
         bind_input(&mut g, &vi.name, ty)?;
     }
-    import_body(g, gp)
+    let mut graph = import_body(g, gp)?;
+    // as onnxruntime does at load: exported GELU chains run as one op
+    shapejit_ir::fuse::fuse(&mut graph);
+    Ok(graph)
 }
 
 /// The inputs a sub-graph gets from its parent node: positional inputs (loop

@@ -1,5 +1,5 @@
 //! Shared helpers for the workspace-level tests (golden-file runner, references,
-//! seeded model inputs).
+//! seeded model inputs, the shared models' folder).
 //!
 //! **Invariant:** a golden test fails on any difference between the computed
 //! and the expected text; the expected text is only rewritten on request
@@ -265,3 +265,8 @@ pub mod inputs {
             .collect()
     }
 }
+
+/// The project's shared ONNX models (`../shared/models`): SKIP when absent, a
+/// failure in CI. The file is `shapejit-onnx`'s test helper, included by path.
+#[path = "../crates/shapejit-onnx/tests/common/shared.rs"]
+pub mod shared;

@@ -703,6 +703,24 @@ mod tests {
     }
 
     #[test]
+    fn a_huge_register_count_is_an_error_not_an_allocation() {
+        // Issue 12: `n_regs = 2^31` in the metadata once made verification allocate
+        // 2.4 GB and abort. The count is checked against the instructions first.
+        let mut p = program();
+        let named = p.n_regs;
+        p.n_regs = 1 << 31;
+        let bytes = to_bytes(&p).unwrap();
+        let err = from_bytes(Bytes::from(bytes)).unwrap_err();
+        assert!(matches!(err, ImageError::Verify(_)), "{err:?}");
+        assert!(
+            err.to_string().ends_with(&format!(
+                "the program declares 2147483648 registers, its instructions name {named}"
+            )),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn a_program_failing_the_verifier_is_rejected() {
         let mut p = program();
         p.n_regs = 0;

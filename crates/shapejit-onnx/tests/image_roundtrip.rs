@@ -7,7 +7,7 @@ use common::reference as r;
 use common::*;
 use shapejit_bytecode::image;
 use shapejit_ir::Tensor;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn run_program(program: shapejit_bytecode::Program, inputs: &[Tensor]) -> Vec<Tensor> {
     let module = shapejit::vm::Module::new(program, shapejit::Options::default()).unwrap();
@@ -74,19 +74,11 @@ fn built_models_round_trip_bit_for_bit() {
     assert_round_trip(g, dir.path(), &inputs);
 }
 
-fn models_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/models");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        println!("skipped: {} does not exist", dir.display());
-        None
-    }
-}
-
 #[test]
 fn shared_models_round_trip_bit_for_bit() {
-    let Some(models) = models_dir() else { return };
+    let Some(models) = common::shared::models_dir() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let mut rng = r::rng(22);
     for (name, dims) in [

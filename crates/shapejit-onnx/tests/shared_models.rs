@@ -1,21 +1,11 @@
 //! The project's shared ONNX models (`../shared/models` from the workspace
-//! root) import with symbolic batch dims. When the folder is absent the test
-//! says why and passes.
+//! root) import with symbolic batch dims and match their references. When the
+//! folder is absent the tests print SKIP and pass, except in CI (`CI=true`), where
+//! they fail (`common::shared`).
 
-use std::path::PathBuf;
+mod common;
 
-fn models_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/models");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        println!(
-            "skipped: {} does not exist (the shared models are not checked out here)",
-            dir.display()
-        );
-        None
-    }
-}
+use common::shared::models_dir;
 
 #[test]
 fn shared_models_import_with_symbolic_batch() {

@@ -4,7 +4,8 @@
 //! graph's constant nodes by name (never by running shapejit ops) and compute one
 //! batch row at a time (rows are independent), so a batch-64 run is checked on a
 //! few rows only and the test stays fast in debug builds.
-//! Tolerance: max abs error ≤ 1e-4 × max |reference|.
+//! Tolerance: max abs error ≤ 1e-4 × max |reference|. The MLP is also checked on the
+//! JIT tier at many batch sizes, served by its family kernels.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -265,6 +266,19 @@ fn check(
     let shape: Vec<usize> = [batch].iter().chain(row_shape).copied().collect();
     let input = random_input(&shape, 42 + batch as u64);
     let output = run(graph, &input);
+    check_rows(&weights, row_shape, &input, &output, batch, rows, reference);
+}
+
+/// Checks the given batch rows of one run's `output` against `reference` per row.
+fn check_rows(
+    weights: &Weights,
+    row_shape: &[usize],
+    input: &Tensor,
+    output: &Tensor,
+    batch: usize,
+    rows: &[usize],
+    reference: impl Fn(&Weights, Mat) -> Mat,
+) {
     let x = input.to_f64_vec();
     let y = output.to_f64_vec();
     let in_row: usize = row_shape.iter().product();
@@ -281,7 +295,7 @@ fn check(
             cols,
             data: x[r * in_row..(r + 1) * in_row].to_vec(),
         };
-        let want = reference(&weights, xr);
+        let want = reference(weights, xr);
         let got = &y[r * out_row..(r + 1) * out_row];
         assert_eq!(want.data.len(), got.len(), "row {r} size");
         let max_ref = want.data.iter().fold(0.0f64, |m, v| m.max(v.abs()));
@@ -343,6 +357,64 @@ fn mlp_matches_reference() {
         &[0, 17, 63],
         mlp_row,
     );
+}
+
+/// The MLP on the JIT tier: after three batch sizes, one family kernel per matmul
+/// region serves every other batch size (the batch is the activation's dim 0, never a
+/// weight's: `fc0_w` is `[512, 1024]`, so batches below 512 once made a family per
+/// batch), and its outputs match the reference.
+#[test]
+fn mlp_family_kernels_serve_every_batch_size() {
+    let graph = builtin::mlp();
+    let weights = Weights::of(&graph);
+    let options = shapejit::Options {
+        compile: shapejit::CompileMode::Sync,
+        ..shapejit::Options::default()
+    };
+    let module = shapejit::Module::from_graph(graph, options).unwrap();
+    let mut rt = module.runtime();
+    let row = [builtin::MLP_DIMS[0]];
+    let matmul_slots = |stats: &shapejit::Stats| -> Vec<(u64, u64)> {
+        stats
+            .slots
+            .iter()
+            .filter(|s| s.kind == "region matmul_epilogue")
+            .map(|s| (s.family_hits, s.compiles))
+            .collect()
+    };
+    let warm_up = [2, 3, 5];
+    for batch in warm_up {
+        rt.run(&[random_input(&[batch, row[0]], batch as u64)])
+            .unwrap();
+    }
+    let warm = matmul_slots(&module.stats());
+    assert_eq!(warm.len(), builtin::MLP_DIMS.len() - 1, "{warm:?}");
+    let batches: Vec<usize> = (1..=40).filter(|b| !warm_up.contains(b)).collect();
+    for &batch in &batches {
+        let input = random_input(&[batch, row[0]], 100 + batch as u64);
+        let output = rt.run(std::slice::from_ref(&input)).unwrap().remove(0);
+        check_rows(
+            &weights,
+            &row,
+            &input,
+            &output,
+            batch,
+            &[0, batch - 1],
+            mlp_row,
+        );
+    }
+    let after = matmul_slots(&module.stats());
+    for (slot, ((hits0, compiles0), (hits, compiles))) in warm.iter().zip(&after).enumerate() {
+        assert_eq!(
+            hits - hits0,
+            batches.len() as u64,
+            "matmul region {slot}: every new batch size is a family hit"
+        );
+        assert_eq!(
+            compiles, compiles0,
+            "matmul region {slot}: no compile after warm-up"
+        );
+    }
 }
 
 #[test]

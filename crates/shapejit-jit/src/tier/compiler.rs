@@ -16,13 +16,13 @@
 //! taking a policy lock.
 
 use super::cache::{Entry, SlotCache};
-use super::guard::Guard;
+use super::guard::{BatchRule, Guard};
 use super::kernel::{Code, JitKernel, ShapeRule, operand_view};
 use super::policy::{Kind, Outcome, Queue, Request, SlotPolicy, Target};
-use super::translate::{Compiled, MatMulOperands, translate};
+use super::translate::{Compiled, MatMulOperands, batch_rule, translate};
 use crate::{MatMulKernel, ShapeMode, compile_elementwise, compile_matmul_epilogue, compile_row};
 use crossbeam_channel::Receiver;
-use shapejit_bytecode::{ConstId, Instr, Program, Reg, Region, SlotId};
+use shapejit_bytecode::{ConstId, Instr, Program, Reg, Region, SlotId, SlotInfo, SlotKind};
 use shapejit_vm::module::Counters;
 use shapejit_vm::options::Options;
 use shapejit_vm::profile::bump;
@@ -40,6 +40,24 @@ pub struct SlotJit {
     pub policy: Mutex<SlotPolicy>,
     /// calls served by family kernels (sampling clock for hot-key promotion)
     pub family_calls: AtomicU64,
+}
+
+impl SlotJit {
+    /// The state of a slot of `program`: a region's slot knows where its batch dim is.
+    pub fn new(program: &Program, slot: &SlotInfo) -> Self {
+        let batch = match slot.kind {
+            SlotKind::Region(id) => program
+                .regions
+                .get(id.index())
+                .map(|region| batch_rule(program, region))
+                .unwrap_or_default(),
+            SlotKind::Op(_) => BatchRule::default(),
+        };
+        Self {
+            policy: Mutex::new(SlotPolicy::new(batch)),
+            ..Self::default()
+        }
+    }
 }
 
 /// Parks the compiler thread while held (test hook) and tells it to stop.

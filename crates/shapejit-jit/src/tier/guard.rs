@@ -5,8 +5,10 @@
 //! - **Weak**: rank, element count, dtype and contiguity. Used when every input is
 //!   contiguous f32 with the output's own shape: the kernel is then one flat loop
 //!   over `numel` elements and does not depend on the dims.
-//! - **Family**: every dim but the batch dim (dim 0 of the iteration shape) and every
-//!   stride; inputs that span the batch dim must have it equal to the call's batch.
+//! - **Family**: every dim but the batch dim and every stride; inputs that span the
+//!   batch dim must have it equal to the call's batch. The batch is dim 0 of the
+//!   iteration shape ([`BatchRule`]): for a matmul region, dim 0 of the product, which
+//!   a weight matrix never carries (its dim 0 is the contraction dim).
 //!
 //! **Invariant:** a guard matches a key only if the kernel's addressing (folded strides
 //! and trip counts) is valid for it, so a transposed view never reaches a kernel
@@ -71,7 +73,7 @@ struct FamilyPart {
     rank: usize,
     /// whether the input has the batch dim (full rank, dim 0 = batch)
     spans_batch: bool,
-    /// dims after the input's first (all dims for a lower-rank input)
+    /// dims after the input's first when it spans the batch, else all its dims
     rest_dims: Dims,
     /// strides of `rest_dims` (0 for size-1 dims)
     rest_strides: SmallVec<[isize; 6]>,
@@ -82,8 +84,60 @@ struct FamilyPart {
 /// A family: keys equal up to the batch dim.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct FamilySig {
+    rule: BatchRule,
     rank: usize,
     parts: Vec<FamilyPart>,
+}
+
+/// Which dim of a region's inputs is its batch: the dim a family kernel takes at run
+/// time. One rule per region, from its head instruction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum BatchRule {
+    /// Elementwise and row regions: dim 0 of the iteration shape, the largest dim 0
+    /// among the inputs of the largest rank.
+    #[default]
+    Iteration,
+    /// A matmul region (key inputs `a` and `b` are its operands): dim 0 of the product.
+    /// A matrix `b` (rank 2, such as a weight) never carries it — its dim 0 is the
+    /// contraction dim — and a transposed matrix `a` has its rows in dim 1, so such a
+    /// region has no family.
+    MatMul {
+        /// the left operand's key input
+        a: usize,
+        /// the right operand's key input
+        b: usize,
+        /// whether `a` is transposed
+        trans_a: bool,
+    },
+}
+
+impl BatchRule {
+    /// The iteration rank, the batch and the one input that may not span the batch
+    /// even when its dim 0 equals it; `None` when the key has no batch dim.
+    fn batch(self, shapes: &[&[usize]]) -> Option<(usize, usize, Option<usize>)> {
+        let (rank, batch) = rank_and_batch(shapes.iter().copied());
+        if rank == 0 {
+            return None;
+        }
+        match self {
+            BatchRule::Iteration => Some((rank, batch, None)),
+            BatchRule::MatMul { a, b, trans_a } => {
+                let (sa, sb) = (*shapes.get(a)?, *shapes.get(b)?);
+                if rank != sa.len().max(sb.len()) {
+                    return None;
+                }
+                if rank == 2 {
+                    // `a [m, k] · b [k, n]`: the rows of `a` are the product's dim 0.
+                    (sa.len() == 2 && !trans_a).then(|| (rank, sa[0], Some(b)))
+                } else {
+                    // Batched: the product's dim 0 broadcasts the operands' dims 0.
+                    let carriers = [sa, sb].into_iter().filter(|s| s.len() == rank);
+                    let (_, batch) = rank_and_batch(carriers);
+                    Some((rank, batch, None))
+                }
+            }
+        }
+    }
 }
 
 /// Iteration rank and batch of a list of input shapes: the largest rank and the
@@ -110,17 +164,18 @@ fn part_rest(p: &KeyPart, spans: bool) -> (Dims, SmallVec<[isize; 6]>) {
 }
 
 impl FamilySig {
-    /// The family of `key` and its batch, when it has a batch dim.
-    pub fn of(key: &ShapeKey) -> Option<(FamilySig, usize)> {
-        let (rank, batch) = rank_and_batch(key.inputs.iter().map(|p| p.shape.as_slice()));
-        if rank == 0 {
-            return None;
-        }
+    /// The family of `key` under the region's batch rule and its batch, when it has a
+    /// batch dim.
+    pub fn of(key: &ShapeKey, rule: BatchRule) -> Option<(FamilySig, usize)> {
+        let shapes: SmallVec<[&[usize]; 8]> =
+            key.inputs.iter().map(|p| p.shape.as_slice()).collect();
+        let (rank, batch, never_spans) = rule.batch(&shapes)?;
         let parts = key
             .inputs
             .iter()
-            .map(|p| {
-                let spans = p.shape.len() == rank && p.shape[0] == batch;
+            .enumerate()
+            .map(|(k, p)| {
+                let spans = p.shape.len() == rank && p.shape[0] == batch && never_spans != Some(k);
                 let (rest_dims, rest_strides) = part_rest(p, spans);
                 FamilyPart {
                     dtype: p.dtype,
@@ -132,25 +187,28 @@ impl FamilySig {
                 }
             })
             .collect();
-        Some((FamilySig { rank, parts }, batch))
+        Some((FamilySig { rule, rank, parts }, batch))
     }
 
     /// The call's batch when `key` belongs to this family.
     pub fn matches(&self, key: &ShapeKey) -> Option<usize> {
-        let (rank, batch) = rank_and_batch(key.inputs.iter().map(|p| p.shape.as_slice()));
-        if rank != self.rank || key.inputs.len() != self.parts.len() {
+        if key.inputs.len() != self.parts.len() {
+            return None;
+        }
+        let shapes: SmallVec<[&[usize]; 8]> =
+            key.inputs.iter().map(|p| p.shape.as_slice()).collect();
+        let (rank, batch, _) = self.rule.batch(&shapes)?;
+        if rank != self.rank {
             return None;
         }
         for (p, f) in key.inputs.iter().zip(&self.parts) {
             if p.dtype != f.dtype || p.shape.len() != f.rank {
                 return None;
             }
-            let dim0_ok = if f.spans_batch {
-                p.shape[0] == batch && (batch == 1 || p.strides[0] == f.batch_stride)
-            } else {
-                f.rank < rank || p.shape[0] == 1
-            };
-            if !dim0_ok {
+            // An input that does not span the batch keeps its dim 0 in `rest_dims`.
+            let batch_ok = !f.spans_batch
+                || (p.shape[0] == batch && (batch == 1 || p.strides[0] == f.batch_stride));
+            if !batch_ok {
                 return None;
             }
             let (dims, strides) = part_rest(p, f.spans_batch);
@@ -192,7 +250,7 @@ mod tests {
     #[test]
     fn family_matches_other_batches_only() {
         let k4 = key(vec![part(&[4, 3, 5], &[15, 5, 1]), part(&[5], &[1])]);
-        let (sig, b) = FamilySig::of(&k4).unwrap();
+        let (sig, b) = FamilySig::of(&k4, BatchRule::Iteration).unwrap();
         assert_eq!(b, 4);
         let k9 = key(vec![part(&[9, 3, 5], &[15, 5, 1]), part(&[5], &[1])]);
         assert_eq!(sig.matches(&k9), Some(9));
@@ -203,6 +261,64 @@ mod tests {
         assert_eq!(sig.matches(&kt), None);
         let other = key(vec![part(&[9, 3, 6], &[18, 6, 1]), part(&[6], &[1])]);
         assert_eq!(sig.matches(&other), None);
+    }
+
+    #[test]
+    fn a_weight_never_carries_a_matmul_batch() {
+        // x [m, 512] · w [512, 64] + bias [64]: the batch is m, whatever w's dim 0 is.
+        let rule = BatchRule::MatMul {
+            a: 0,
+            b: 1,
+            trans_a: false,
+        };
+        let mlp = |m: usize| {
+            key(vec![
+                part(&[m, 512], &[512, 1]),
+                part(&[512, 64], &[64, 1]),
+                part(&[64], &[1]),
+            ])
+        };
+        let (sig, batch) = FamilySig::of(&mlp(7), rule).unwrap();
+        assert_eq!(batch, 7);
+        for m in [1, 2, 511, 512, 513, 1000] {
+            assert_eq!(sig.matches(&mlp(m)), Some(m), "batch {m}");
+            assert_eq!(FamilySig::of(&mlp(m), rule), Some((sig.clone(), m)));
+        }
+        // The broadcast rule takes the larger dim 0 (the weight's 512) as the batch:
+        // one family per m below 512.
+        let (iter_sig, iter_batch) = FamilySig::of(&mlp(7), BatchRule::Iteration).unwrap();
+        assert_eq!(iter_batch, 512);
+        assert_eq!(iter_sig.matches(&mlp(8)), None);
+        // Another weight shape or a transposed activation is another family.
+        let other = key(vec![
+            part(&[7, 512], &[512, 1]),
+            part(&[512, 32], &[32, 1]),
+            part(&[32], &[1]),
+        ]);
+        assert_eq!(sig.matches(&other), None);
+        let transposed = key(vec![
+            part(&[7, 512], &[1, 7]),
+            part(&[512, 64], &[64, 1]),
+            part(&[64], &[1]),
+        ]);
+        assert_eq!(sig.matches(&transposed), None);
+        // A transposed `a` (gemm) has its rows in dim 1: no family.
+        let gemm = BatchRule::MatMul {
+            a: 0,
+            b: 1,
+            trans_a: true,
+        };
+        assert_eq!(FamilySig::of(&mlp(7), gemm), None);
+        // Batched: [b, m, k] · [k, n] keeps b as the batch.
+        let batched = |b: usize| {
+            key(vec![
+                part(&[b, 3, 512], &[1536, 512, 1]),
+                part(&[512, 64], &[64, 1]),
+            ])
+        };
+        let (bsig, bb) = FamilySig::of(&batched(4), rule).unwrap();
+        assert_eq!(bb, 4);
+        assert_eq!(bsig.matches(&batched(600)), Some(600));
     }
 
     #[test]

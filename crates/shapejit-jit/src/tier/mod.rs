@@ -40,10 +40,10 @@ mod translate;
 #[cfg(test)]
 mod tests;
 
-pub use guard::{FamilySig, Guard, WeakSig};
+pub use guard::{BatchRule, FamilySig, Guard, WeakSig};
 pub use kernel::{Code, JitKernel, ShapeRule};
 pub use policy::FAMILY_SAMPLE;
-pub use translate::{Compiled, MatMulOperands, Translated, Untranslatable, translate};
+pub use translate::{Compiled, MatMulOperands, Translated, Untranslatable, batch_rule, translate};
 
 use compiler::{Hold, Shared, SlotJit};
 use crossbeam_channel::Sender;
@@ -150,8 +150,11 @@ fn install(env: &ExecutorEnv<'_>) -> Option<(Arc<dyn RegionExecutor>, JitHandle)
         program: env.program.clone(),
         options: env.options.clone(),
         counters: env.counters.clone(),
-        slots: (0..env.program.slots.len())
-            .map(|_| SlotJit::default())
+        slots: env
+            .program
+            .slots
+            .iter()
+            .map(|slot| SlotJit::new(env.program, slot))
             .collect(),
         tick: Default::default(),
         hold: Hold::default(),

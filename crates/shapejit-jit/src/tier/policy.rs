@@ -11,7 +11,9 @@
 //!   key's inputs are contiguous and equal-shaped (and the guard policy allows it),
 //!   exact otherwise.
 //! - **Families**: a family seen with [`FAMILY_MIN_BATCHES`] distinct batch sizes
-//!   becomes a family request (represented by a key with batch > 1). Keys a family
+//!   becomes a family request (represented by a key with batch > 1). The slot's
+//!   [`BatchRule`] says which dim is the batch (a matmul region's product rows, never
+//!   a weight's dim 0). Keys a family
 //!   kernel serves are never interpreted, so one in [`FAMILY_SAMPLE`] such calls is fed
 //!   to [`SlotPolicy::family_call`]: a key sampled `promote_threshold` times gets its
 //!   own kernel while the cache keeps room for the family beside it.
@@ -38,7 +40,7 @@
 //! `threshold` executions, deterministically.
 //! **Invariant:** a target is pending at most once (requests are deduplicated).
 
-use super::guard::{FamilySig, WeakSig};
+use super::guard::{BatchRule, FamilySig, WeakSig};
 use shapejit_bytecode::{Region, RegionId, RegionKind, SlotId};
 use shapejit_vm::options::{CompileMode, GuardPolicy, Options};
 use shapejit_vm::profile::Observation;
@@ -146,6 +148,8 @@ pub enum Outcome {
 /// Tiering state of one slot.
 #[derive(Debug, Default)]
 pub struct SlotPolicy {
+    /// where the region's batch dim is (families)
+    batch: BatchRule,
     /// interpreted executions observed
     observations: u64,
     /// per key (address): the observation count when last seen
@@ -227,6 +231,14 @@ pub fn key_kind(options: &Options, region: &Region, key: &ShapeKey) -> Kind {
 }
 
 impl SlotPolicy {
+    /// The policy of a slot whose region finds its batch dim by `batch`.
+    pub fn new(batch: BatchRule) -> Self {
+        Self {
+            batch,
+            ..Self::default()
+        }
+    }
+
     /// Requests not finished yet.
     pub fn pending(&self) -> usize {
         self.pending.len()
@@ -293,7 +305,7 @@ impl SlotPolicy {
         // first runs of a key include arena growth and cold caches.
         let baseline_ps = obs.min_ns.saturating_mul(1000) / (key.numel().max(1) as u64);
         if options.families
-            && let Some((sig, batch)) = FamilySig::of(key)
+            && let Some((sig, batch)) = FamilySig::of(key, self.batch)
         {
             let entry = self.families.entry(sig.clone()).or_default();
             if !entry.0.contains(&batch) {
@@ -323,8 +335,8 @@ impl SlotPolicy {
         }
         let k = promote_count(options.promote_threshold, region.len, obs.mean_ns);
         let target = Target::Key(addr);
-        let family_failed =
-            FamilySig::of(key).is_some_and(|(sig, _)| self.failed.contains(&Target::Family(sig)));
+        let family_failed = FamilySig::of(key, self.batch)
+            .is_some_and(|(sig, _)| self.failed.contains(&Target::Family(sig)));
         let known =
             self.pending.contains(&target) || self.failed.contains(&target) || family_failed;
         if obs.in_window >= k
@@ -418,7 +430,7 @@ impl SlotPolicy {
     pub fn finished(&mut self, req: &Request, outcome: Outcome) {
         if outcome == Outcome::Failed {
             self.failed.insert(req.target.clone());
-            if let Some((sig, _)) = FamilySig::of(&req.key) {
+            if let Some((sig, _)) = FamilySig::of(&req.key, self.batch) {
                 self.failed.insert(Target::Family(sig));
             }
         }

@@ -12,6 +12,7 @@
 //! exactly the ops of the region in their bytecode order, so the kernel agrees with the
 //! interpreter up to the ops' documented tolerances.
 
+use super::guard::BatchRule;
 use crate::{
     BinaryOp, CmpOp, ElementwiseSpec, InputLayout, MAX_ROW_DIMS, MatMulEpilogueSpec, Op,
     Program as JitProgram, RowInput, RowOp, RowSpec, ShapeMode, UnaryOp, ValueId,
@@ -76,6 +77,32 @@ struct Val {
 }
 
 type Fail<'a> = &'a dyn Fn(String) -> Untranslatable;
+
+/// Where `region`'s batch dim is, for its family kernels: the product's dim 0 for a
+/// matmul region (its head's operands), the iteration shape's dim 0 otherwise (also for
+/// a matmul region whose head is malformed: its translation fails anyway).
+pub fn batch_rule(program: &Program, region: &Region) -> BatchRule {
+    if region.kind != RegionKind::MatmulEpilogue {
+        return BatchRule::Iteration;
+    }
+    let head = program.instrs.get(region.first_pc.index());
+    let Some(Instr::Op { op, srcs, .. }) = head else {
+        return BatchRule::Iteration;
+    };
+    let trans_a = match op {
+        IrOp::MatMul => false,
+        IrOp::Gemm { trans_a, .. } => *trans_a,
+        _ => return BatchRule::Iteration,
+    };
+    let index = |r: &Reg| region.inputs.iter().position(|x| x == r);
+    match srcs.as_slice() {
+        [a, b, ..] => match (index(a), index(b)) {
+            (Some(a), Some(b)) => BatchRule::MatMul { a, b, trans_a },
+            _ => BatchRule::Iteration,
+        },
+        _ => BatchRule::Iteration,
+    }
+}
 
 /// The instructions of a region's body.
 fn body<'p>(

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod reference;
+pub mod shared;
 
 use bytes::Bytes;
 use prost::Message;

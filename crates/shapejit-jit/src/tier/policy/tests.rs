@@ -16,7 +16,8 @@ struct FakeCache {
 impl Installed for FakeCache {
     fn covers(&self, key: &Arc<ShapeKey>) -> bool {
         self.covers_specifically(key)
-            || FamilySig::of(key).is_some_and(|(s, _)| self.families.contains(&s))
+            || FamilySig::of(key, BatchRule::Iteration)
+                .is_some_and(|(s, _)| self.families.contains(&s))
     }
     fn covers_specifically(&self, key: &Arc<ShapeKey>) -> bool {
         self.keys.iter().any(|k| Arc::ptr_eq(k, key))
@@ -210,7 +211,7 @@ fn a_family_is_requested_at_its_third_batch_size() {
     assert!(reqs.is_empty(), "a batch seen before adds no size");
     let reqs = p.observe(&opts, &cache, SLOT, &r, &k9, seen(1));
     assert_eq!(reqs.len(), 1);
-    let (sig, _) = FamilySig::of(&k9).unwrap();
+    let (sig, _) = FamilySig::of(&k9, BatchRule::Iteration).unwrap();
     assert_eq!(reqs[0].kind, Kind::Family(sig.clone()));
     assert!(
         Arc::ptr_eq(&reqs[0].key, &k9),
@@ -323,7 +324,7 @@ fn requests_go_stale_when_covered_or_unseen_for_two_windows() {
         .unwrap();
     assert!(p.is_stale(&opts, &installed, &req));
     // a family kernel covering the key does not make the key's own request stale
-    let (sig, _) = FamilySig::of(&k).unwrap();
+    let (sig, _) = FamilySig::of(&k, BatchRule::Iteration).unwrap();
     let family = FakeCache {
         families: vec![sig.clone()],
         ..FakeCache::default()

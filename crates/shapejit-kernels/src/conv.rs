@@ -1,11 +1,13 @@
 //! 2-D convolution (im2col + GEMM), transposed convolution (GEMM + col2im)
 //! and max/average pooling, NCHW.
 //!
-//! conv2d: for each image and group, the input patches are unrolled into a
-//! `[C_in/groups · kH · kW, OH · OW]` matrix in caller-provided scratch (or read
-//! in place for a 1×1, stride-1, unpadded conv), then multiplied by the group's
-//! weights, packed once per call into panels ([`crate::packed`]); depthwise and
-//! other narrow groups accumulate each output plane directly instead. Pooling
+//! conv2d: for each image and group, the input patches are unrolled straight
+//! into the packed panels of a `[C_in/groups · kH · kW, OH · OW]` matrix in
+//! caller-provided scratch (a 1×1, stride-1, unpadded conv packs the input as
+//! it is), and the group's weights multiply it on the packed micro-kernel
+//! ([`crate::packed`]), which adds the bias while the tile is in registers and
+//! writes the NCHW output directly; depthwise and other narrow groups
+//! accumulate each output plane directly instead. Pooling
 //! runs per output row, tap by tap, along contiguous runs (vectorized at the
 //! CPU level in use).
 //!
@@ -14,7 +16,7 @@
 
 use crate::error::KernelError;
 use crate::matmul::matmul;
-use crate::packed::{PackedRef, matmul_packed_ref};
+use crate::packed::{Bias, NR, PackedRef, matmul_packed_bias};
 use crate::simd::dispatch;
 use crate::view::{StridedShape, View, ViewMut};
 
@@ -53,7 +55,8 @@ fn dims4(what: &'static str, v: &[usize]) -> Result<[usize; 4], KernelError> {
 const GEMM_MIN_CHANNELS: usize = 4;
 
 /// Scratch elements [`conv2d`] needs for weights `[C_out, C_in/groups, kH, kW]`
-/// (`c_out_per_group = C_out/groups`); saturates instead of overflowing.
+/// (`c_out_per_group = C_out/groups`): one image's patch matrix, packed;
+/// saturates instead of overflowing.
 pub fn conv2d_scratch_len(c_in_per_group: usize, c_out_per_group: usize, win: &Window) -> usize {
     if c_out_per_group < GEMM_MIN_CHANNELS {
         return 0;
@@ -61,11 +64,7 @@ pub fn conv2d_scratch_len(c_in_per_group: usize, c_out_per_group: usize, win: &W
     let k = c_in_per_group
         .saturating_mul(win.kernel[0])
         .saturating_mul(win.kernel[1]);
-    let p = win.out[0].saturating_mul(win.out[1]);
-    // im2col matrix, packed weights, the [P, Mg] product before its transpose
-    k.saturating_mul(p)
-        .saturating_add(PackedRef::len_for(k, c_out_per_group))
-        .saturating_add(p.saturating_mul(c_out_per_group))
+    PackedRef::len_for(k, win.out[0].saturating_mul(win.out[1]))
 }
 
 /// `out[n, m] = bias[m] + Σ w[m, c, i, j] · x[n, g·Cg + c, ·, ·]` (NCHW).
@@ -74,11 +73,12 @@ pub fn conv2d_scratch_len(c_in_per_group: usize, c_out_per_group: usize, win: &W
 /// `[N, C_out, OH, OW]`; `col` holds at least [`conv2d_scratch_len`] elements.
 ///
 /// Groups with at least [`GEMM_MIN_CHANNELS`] output channels run as one
-/// product per image and group, `outᵀ[P, Mg] = colᵀ[P, K] · w_gᵀ[K, Mg]`, on
-/// the group's weights packed once ([`crate::packed`]): `col` is the im2col
-/// matrix (or, for a 1×1 stride-1 unpadded conv, the input read in place), and
-/// the product is transposed into the output with the bias added. Smaller
-/// groups (depthwise) accumulate each output plane directly, tap by tap, along
+/// product per image and group, `out[Mg, P] = w_g[Mg, K] · col[K, P]` on the
+/// packed micro-kernel ([`crate::packed`]), the bias added in its epilogue and
+/// the result written straight into the NCHW output: `col` is the image's
+/// patch matrix unrolled directly into packed panels (or, for a 1×1 stride-1
+/// unpadded conv, the input channels packed as they are). Smaller groups
+/// (depthwise) accumulate each output plane directly, tap by tap, along
 /// contiguous output rows.
 pub fn conv2d(
     out: &mut [f32],
@@ -153,49 +153,33 @@ pub fn conv2d(
         });
         return Ok(());
     }
-    let (cols, rest) = col.split_at_mut(k * p);
-    let (pbuf, tmp) = rest.split_at_mut(PackedRef::len_for(k, mg));
-    let tmp = &mut tmp[..p * mg];
     let direct = kh == 1
         && kw == 1
         && win.strides == [1, 1]
         && win.pads == [0; 4]
         && (h == 1 || g.xs[2] == wd as isize * g.xs[3]);
     for grp in 0..groups {
-        // w_gᵀ: the group's [Mg, K] weights read as [K, Mg]
-        let wt = View::new(
+        // the group's [Mg, K] weights, row-major
+        let wg = View::new(
             w,
-            StridedShape::new(&[k, mg], &[1, k as isize], grp * mg * k)?,
+            StridedShape::new(&[mg, k], &[k as isize, 1], grp * mg * k)?,
         )?;
-        let packed = PackedRef::pack_into(&wt, pbuf)?;
+        let bias_g = bias.map_or(Bias::None, |b| Bias::PerRow(&b[grp * mg..(grp + 1) * mg]));
         for img in 0..n {
             let base = g.offset + img as isize * g.xs[0] + (grp * cg) as isize * g.xs[1];
-            let lhs = if direct {
-                // x[img, group channels] read as [P, Cg]
-                let geom = StridedShape::new(&[p, cg], &[g.xs[3], g.xs[1]], base as usize)?;
-                View::new(g.data, geom)?
+            let packed = if direct {
+                // x[img, group channels] read as [Cg, P]
+                let geom = StridedShape::new(&[cg, p], &[g.xs[1], g.xs[3]], base as usize)?;
+                PackedRef::pack_into(&View::new(g.data, geom)?, col)?
             } else {
-                im2col(cols, g.data, base, g.xs, [h, wd], cg, win);
-                View::new(cols, StridedShape::new(&[p, k], &[1, p as isize], 0)?)?
+                dispatch(|| im2col_panels(col, &g, base, k, p));
+                PackedRef::from_panels(k, p, col)?
             };
-            matmul_packed_ref(tmp, &lhs, packed, 1.0)?;
             let first = (img * c_out + grp * mg) * p;
-            let bias_g = bias.map(|b| &b[grp * mg..(grp + 1) * mg]);
-            dispatch(|| transpose_add(&mut out[first..first + mg * p], tmp, mg, bias_g));
+            matmul_packed_bias(&mut out[first..first + mg * p], &wg, packed, 1.0, bias_g)?;
         }
     }
     Ok(())
-}
-
-/// `out[m·P + q] = tmp[q·Mg + m] + bias[m]` (`tmp` is `[P, Mg]`, `out` `[Mg, P]`).
-#[inline(always)]
-fn transpose_add(out: &mut [f32], tmp: &[f32], mg: usize, bias: Option<&[f32]>) {
-    for (m, plane) in out.chunks_exact_mut(tmp.len() / mg).enumerate() {
-        let b = bias.map_or(0.0, |b| b[m]);
-        for (o, row) in plane.iter_mut().zip(tmp.chunks_exact(mg)) {
-            *o = row[m] + b;
-        }
-    }
 }
 
 /// One image's input as the conv paths read it.
@@ -250,6 +234,11 @@ fn along_tap(
         for (o, &v) in dst.iter_mut().zip(src) {
             f(o, v);
         }
+    } else if step > 1 {
+        let src = &data[start as usize..][..(dst.len() - 1) * step as usize + 1];
+        for (o, &v) in dst.iter_mut().zip(src.iter().step_by(step as usize)) {
+            f(o, v);
+        }
     } else {
         for (t, o) in dst.iter_mut().enumerate() {
             f(o, data[(start + t as isize * step) as usize]);
@@ -284,44 +273,70 @@ fn conv_plane(plane: &mut [f32], g: &ConvGeom, base: isize, w: &[f32], bias: f32
     }
 }
 
-/// Unrolls the patches of one image's channel group into `col` (`[Cg·kH·kW, OH·OW]`).
-fn im2col(
-    col: &mut [f32],
-    data: &[f32],
-    base: isize,
-    xs: &[isize],
-    [h, wd]: [usize; 2],
-    cg: usize,
-    win: &Window,
-) {
-    let [kh, kw] = win.kernel;
-    let [oh, ow] = win.out;
-    let p = oh * ow;
-    let mut row = 0;
-    for c in 0..cg {
+/// Unrolls the patches of one image's channel group into packed panels
+/// (`[Cg·kH·kW, OH·OW]` in [`PackedRef`]'s layout: row `r`, output position `q`
+/// at `((q / NR)·k + r)·NR + q % NR`); padded cells and the last panel's
+/// padding columns are 0.
+#[inline(always)]
+fn im2col_panels(col: &mut [f32], g: &ConvGeom, base: isize, k: usize, p: usize) {
+    let win = g.win;
+    let ([kh, kw], [oh, ow]) = (win.kernel, win.out);
+    let [h, wd] = g.size;
+    let panels = &mut col[..PackedRef::len_for(k, p)];
+    let last = p / NR * k * NR;
+    panels[last..].fill(0.0);
+    let mut r = 0;
+    for c in 0..g.cg {
         for i in 0..kh {
             for j in 0..kw {
-                let dst = &mut col[row * p..(row + 1) * p];
+                let (lo, hi) = valid_span(win, 1, j, wd);
+                let step = win.strides[1] as isize * g.xs[3];
                 for oy in 0..oh {
+                    let q = oy * ow;
                     let iy = win.coord(0, oy, i);
-                    let line = &mut dst[oy * ow..(oy + 1) * ow];
                     if iy < 0 || iy >= h as isize {
-                        line.fill(0.0);
+                        scatter(panels, k, r, q, ow, |_| 0.0);
                         continue;
                     }
-                    let at = base + c as isize * xs[1] + iy * xs[2];
-                    for (ox, v) in line.iter_mut().enumerate() {
-                        let ix = win.coord(1, ox, j);
-                        *v = if ix < 0 || ix >= wd as isize {
-                            0.0
-                        } else {
-                            data[(at + ix * xs[3]) as usize]
-                        };
+                    scatter(panels, k, r, q, lo, |_| 0.0);
+                    scatter(panels, k, r, q + hi, ow - hi, |_| 0.0);
+                    if hi == lo {
+                        continue;
+                    }
+                    let line = base + c as isize * g.xs[1] + iy * g.xs[2];
+                    let start = line + win.coord(1, lo, j) * g.xs[3];
+                    if step == 1 {
+                        let src = &g.data[start as usize..][..hi - lo];
+                        scatter(panels, k, r, q + lo, hi - lo, |t| src[t]);
+                    } else if step > 1 {
+                        let step = step as usize;
+                        let src = &g.data[start as usize..][..(hi - lo - 1) * step + 1];
+                        scatter(panels, k, r, q + lo, hi - lo, |t| src[t * step]);
+                    } else {
+                        scatter(panels, k, r, q + lo, hi - lo, |t| {
+                            g.data[(start + t as isize * step) as usize]
+                        });
                     }
                 }
-                row += 1;
+                r += 1;
             }
         }
+    }
+}
+
+/// Writes `f(t)` for `t < len` to row `r`, output positions `q .. q + len` of
+/// packed panels of depth `k`, one contiguous piece per panel.
+#[inline(always)]
+fn scatter(panels: &mut [f32], k: usize, r: usize, q: usize, len: usize, f: impl Fn(usize) -> f32) {
+    let mut t = 0;
+    while t < len {
+        let (panel, lane) = ((q + t) / NR, (q + t) % NR);
+        let take = (NR - lane).min(len - t);
+        let dst = &mut panels[(panel * k + r) * NR + lane..][..take];
+        for (u, d) in dst.iter_mut().enumerate() {
+            *d = f(t + u);
+        }
+        t += take;
     }
 }
 

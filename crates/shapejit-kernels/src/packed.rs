@@ -97,6 +97,21 @@ pub struct PackedRef<'a> {
 }
 
 impl<'a> PackedRef<'a> {
+    /// Panels a caller wrote itself in the packed layout (panel `p`, row `r`,
+    /// column `j` at `(p·k + r)·NR + j`, [`PackedRef::len_for`] elements; the
+    /// padding columns of the last panel are never stored, whatever they hold).
+    pub fn from_panels(
+        k: usize,
+        n: usize,
+        panels: &'a [f32],
+    ) -> Result<PackedRef<'a>, KernelError> {
+        let len = Self::len_for(k, n);
+        let panels = panels.get(..len).ok_or_else(|| {
+            KernelError::Invalid(format!("{} panel elements, need {len}", panels.len()))
+        })?;
+        Ok(PackedRef { k, n, panels })
+    }
+
     /// Elements [`PackedRef::pack_into`] needs for a `[k, n]` operand.
     pub fn len_for(k: usize, n: usize) -> usize {
         n.div_ceil(NR).saturating_mul(k).saturating_mul(NR)
@@ -148,6 +163,32 @@ impl PackedB {
     }
 }
 
+/// A bias added to the product in the last pass's epilogue, while the output tile
+/// is in registers: `out[i, j] = alpha · Σ + bias` rounds exactly as a separate
+/// add after the product would.
+#[derive(Clone, Copy, Debug, Default)]
+pub enum Bias<'a> {
+    /// no bias
+    #[default]
+    None,
+    /// `bias[i]` added to row `i` (`m` values; a convolution's output channels)
+    PerRow(&'a [f32]),
+    /// `bias[j]` added to column `j` (`n` values; a linear layer's bias)
+    PerColumn(&'a [f32]),
+}
+
+impl Bias<'_> {
+    /// The bias of output element `[i, j]`.
+    #[inline(always)]
+    fn at(&self, i: usize, j: usize) -> Option<f32> {
+        match self {
+            Bias::None => None,
+            Bias::PerRow(b) => Some(b[i]),
+            Bias::PerColumn(b) => Some(b[j]),
+        }
+    }
+}
+
 /// `out[..m·n] = alpha · a @ b` with `a` a `[m, k]` view (any strides) and `out`
 /// row-major `[m, n]`.
 pub fn matmul_packed(
@@ -165,6 +206,17 @@ pub fn matmul_packed_ref(
     a: &View<f32>,
     b: PackedRef,
     alpha: f32,
+) -> Result<(), KernelError> {
+    matmul_packed_bias(out, a, b, alpha, Bias::None)
+}
+
+/// `out[..m·n] = alpha · a @ b + bias` (see [`Bias`]), panels in a caller's buffer.
+pub fn matmul_packed_bias(
+    out: &mut [f32],
+    a: &View<f32>,
+    b: PackedRef,
+    alpha: f32,
+    bias: Bias,
 ) -> Result<(), KernelError> {
     let shape = a.shape();
     if shape.len() != 2 || shape[1] != b.k {
@@ -185,6 +237,18 @@ pub fn matmul_packed_ref(
             actual: vec![out.len()],
         });
     }
+    let bias_len = match bias {
+        Bias::None => None,
+        Bias::PerRow(v) => Some((v.len(), m)),
+        Bias::PerColumn(v) => Some((v.len(), n)),
+    };
+    if let Some((have, want)) = bias_len.filter(|(have, want)| have != want) {
+        return Err(KernelError::ShapeMismatch {
+            what: "packed matmul bias",
+            expected: vec![want],
+            actual: vec![have],
+        });
+    }
     if needed == 0 {
         return Ok(());
     }
@@ -196,7 +260,11 @@ pub fn matmul_packed_ref(
         cs: geom.strides()[1],
     };
     if k == 0 {
-        out[..needed].fill(0.0);
+        for (i, row) in out[..needed].chunks_exact_mut(n).enumerate() {
+            for (j, o) in row.iter_mut().enumerate() {
+                *o = bias.at(i, j).map_or(0.0, |b| 0.0 + b);
+            }
+        }
         return Ok(());
     }
     let kernel = Kernel::for_level(crate::cpu::level());
@@ -208,6 +276,7 @@ pub fn matmul_packed_ref(
             kc,
             first: pc == 0,
             scale: (pc + kc == k).then_some(alpha).filter(|&s| s != 1.0),
+            bias: if pc + kc == k { bias } else { Bias::None },
         };
         let panel = |p: usize| &b.panels[(p * k + pc) * NR..][..kc * NR];
         for ic in (0..m).step_by(MC) {
@@ -311,13 +380,15 @@ impl Operand<'_> {
 }
 
 /// One pass over `k0 .. k0 + kc`.
-struct Pass {
+struct Pass<'a> {
     k0: usize,
     kc: usize,
     /// the first pass starts the sums at 0, later ones continue them from `out`
     first: bool,
     /// the last pass scales by alpha (when alpha is not 1)
     scale: Option<f32>,
+    /// then adds the bias (the last pass only)
+    bias: Bias<'a>,
 }
 
 /// The output block one register tile covers.
@@ -382,7 +453,11 @@ fn portable(a: &Operand, panels: [&[f32]; 2], out: &mut [f32], pass: &Pass, tile
                 let x = a.data[a.at(tile.row + r, pass.k0 + kk)];
                 acc = x.mul_add(panel[kk * NR + j], acc);
             }
-            out[o] = pass.scale.map_or(acc, |s| acc * s);
+            let v = pass.scale.map_or(acc, |s| acc * s);
+            out[o] = pass
+                .bias
+                .at(tile.row + r, tile.col + j)
+                .map_or(v, |b| v + b);
         }
     }
 }
@@ -411,7 +486,7 @@ mod tests {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{NR, Operand, Pass, Tile};
+    use super::{Bias, NR, Operand, Pass, Tile};
     use std::arch::x86_64::*;
 
     /// The offsets of rows `tile.row .. + R` of `a` at column `pass.k0`, after
@@ -474,14 +549,32 @@ mod x86 {
                 }
             }
         }
+        let mut col_bias = [0f32; NR];
+        if let Bias::PerColumn(b) = pass.bias {
+            col_bias[..tile.cols].copy_from_slice(&b[tile.col..tile.col + tile.cols]);
+        }
         for (r, acc) in acc.iter().enumerate() {
-            let v: [__m256; 2] = match pass.scale {
+            let mut v: [__m256; 2] = match pass.scale {
                 Some(s) => {
                     let s = _mm256_set1_ps(s);
                     [_mm256_mul_ps(acc[0], s), _mm256_mul_ps(acc[1], s)]
                 }
                 None => *acc,
             };
+            let b = match pass.bias {
+                Bias::None => None,
+                Bias::PerRow(b) => Some([_mm256_set1_ps(b[tile.row + r]); 2]),
+                // SAFETY: `col_bias` holds NR = 16 floats.
+                Bias::PerColumn(_) => Some(unsafe {
+                    [
+                        _mm256_loadu_ps(col_bias.as_ptr()),
+                        _mm256_loadu_ps(col_bias.as_ptr().add(8)),
+                    ]
+                }),
+            };
+            if let Some(b) = b {
+                v = [_mm256_add_ps(v[0], b[0]), _mm256_add_ps(v[1], b[1])];
+            }
             let o = (tile.row + r) * tile.ldc + tile.col;
             let dst = &mut out[o..o + tile.cols];
             if tile.cols == NR {
@@ -556,11 +649,24 @@ mod x86 {
             }
         }
         let scale = pass.scale.map(|s| _mm512_set1_ps(s));
+        let col_bias: [__m512; P] = std::array::from_fn(|h| match pass.bias {
+            Bias::PerColumn(b) => {
+                let b = &b[tile.col..tile.col + tile.cols];
+                // SAFETY: the mask enables only lanes inside `b`.
+                unsafe { _mm512_maskz_loadu_ps(masks[h], b.as_ptr().add(h * NR)) }
+            }
+            _ => _mm512_setzero_ps(),
+        });
         for (r, acc) in acc.iter().enumerate() {
             let o = (tile.row + r) * tile.ldc + tile.col;
             let dst = &mut out[o..o + tile.cols];
             for h in 0..P {
-                let v = scale.map_or(acc[h], |s| _mm512_mul_ps(acc[h], s));
+                let mut v = scale.map_or(acc[h], |s| _mm512_mul_ps(acc[h], s));
+                match pass.bias {
+                    Bias::None => {}
+                    Bias::PerRow(b) => v = _mm512_add_ps(v, _mm512_set1_ps(b[tile.row + r])),
+                    Bias::PerColumn(_) => v = _mm512_add_ps(v, col_bias[h]),
+                }
                 // SAFETY: as for the loads above.
                 unsafe { _mm512_mask_storeu_ps(dst.as_mut_ptr().add(h * NR), masks[h], v) };
             }

@@ -178,6 +178,20 @@ fn conv_matches_a_naive_loop() {
                 groups,
                 ..base
             });
+            // 1-wide inputs padded by 2: taps that see only padding in every row
+            for (hw, kernel, strides) in [([1, 1], [1, 1], [1, 1]), ([3, 1], [1, 3], [1, 2])] {
+                cases.push(Case {
+                    n,
+                    c_in,
+                    c_out,
+                    hw,
+                    kernel,
+                    strides,
+                    pads: [0, 2, 0, 2],
+                    groups,
+                    ..base
+                });
+            }
         }
     }
     for case in &cases {

@@ -503,6 +503,30 @@ mod x86 {
         rows
     }
 
+    /// Stores a tile's sums: `out[row r, col j] = sums[r][j] (· scale) (+ bias)`,
+    /// each step rounded as a separate op would round it. The kernels spill their
+    /// accumulators to `sums` first, so they index them with constants only and
+    /// they stay in registers through the k loop.
+    #[inline(always)]
+    fn finish_tile<const W: usize>(sums: &[[f32; W]], out: &mut [f32], pass: &Pass, tile: &Tile) {
+        for (r, sum) in sums.iter().enumerate() {
+            let o = (tile.row + r) * tile.ldc + tile.col;
+            let (dst, src) = (&mut out[o..o + tile.cols], &sum[..tile.cols]);
+            match pass.scale {
+                Some(c) => dst.iter_mut().zip(src).for_each(|(d, &v)| *d = v * c),
+                None => dst.copy_from_slice(src),
+            }
+            match pass.bias {
+                Bias::None => {}
+                Bias::PerRow(b) => dst.iter_mut().for_each(|d| *d += b[tile.row + r]),
+                Bias::PerColumn(b) => {
+                    let b = &b[tile.col..tile.col + tile.cols];
+                    dst.iter_mut().zip(b).for_each(|(d, &v)| *d += v);
+                }
+            }
+        }
+    }
+
     /// An `R × 16` register tile over one pass (AVX2: two 8-lane halves per row).
     ///
     /// # Safety
@@ -549,50 +573,15 @@ mod x86 {
                 }
             }
         }
-        let mut col_bias = [0f32; NR];
-        if let Bias::PerColumn(b) = pass.bias {
-            col_bias[..tile.cols].copy_from_slice(&b[tile.col..tile.col + tile.cols]);
-        }
-        for (r, acc) in acc.iter().enumerate() {
-            let mut v: [__m256; 2] = match pass.scale {
-                Some(s) => {
-                    let s = _mm256_set1_ps(s);
-                    [_mm256_mul_ps(acc[0], s), _mm256_mul_ps(acc[1], s)]
-                }
-                None => *acc,
-            };
-            let b = match pass.bias {
-                Bias::None => None,
-                Bias::PerRow(b) => Some([_mm256_set1_ps(b[tile.row + r]); 2]),
-                // SAFETY: `col_bias` holds NR = 16 floats.
-                Bias::PerColumn(_) => Some(unsafe {
-                    [
-                        _mm256_loadu_ps(col_bias.as_ptr()),
-                        _mm256_loadu_ps(col_bias.as_ptr().add(8)),
-                    ]
-                }),
-            };
-            if let Some(b) = b {
-                v = [_mm256_add_ps(v[0], b[0]), _mm256_add_ps(v[1], b[1])];
-            }
-            let o = (tile.row + r) * tile.ldc + tile.col;
-            let dst = &mut out[o..o + tile.cols];
-            if tile.cols == NR {
-                // SAFETY: `dst` holds NR = 16 floats.
-                unsafe {
-                    _mm256_storeu_ps(dst.as_mut_ptr(), v[0]);
-                    _mm256_storeu_ps(dst.as_mut_ptr().add(8), v[1]);
-                }
-            } else {
-                let mut buf = [0f32; NR];
-                // SAFETY: `buf` holds NR = 16 floats.
-                unsafe {
-                    _mm256_storeu_ps(buf.as_mut_ptr(), v[0]);
-                    _mm256_storeu_ps(buf.as_mut_ptr().add(8), v[1]);
-                }
-                dst.copy_from_slice(&buf[..tile.cols]);
+        let mut sums = [[0f32; NR]; R];
+        for (sum, acc) in sums.iter_mut().zip(&acc) {
+            // SAFETY: `sum` holds NR = 16 floats.
+            unsafe {
+                _mm256_storeu_ps(sum.as_mut_ptr(), acc[0]);
+                _mm256_storeu_ps(sum.as_mut_ptr().add(8), acc[1]);
             }
         }
+        finish_tile(&sums, out, pass, tile);
     }
 
     /// Lanes of the `h`-th 16-column half of a `cols`-wide tile row, as a mask.
@@ -648,29 +637,14 @@ mod x86 {
                 }
             }
         }
-        let scale = pass.scale.map(|s| _mm512_set1_ps(s));
-        let col_bias: [__m512; P] = std::array::from_fn(|h| match pass.bias {
-            Bias::PerColumn(b) => {
-                let b = &b[tile.col..tile.col + tile.cols];
-                // SAFETY: the mask enables only lanes inside `b`.
-                unsafe { _mm512_maskz_loadu_ps(masks[h], b.as_ptr().add(h * NR)) }
-            }
-            _ => _mm512_setzero_ps(),
-        });
-        for (r, acc) in acc.iter().enumerate() {
-            let o = (tile.row + r) * tile.ldc + tile.col;
-            let dst = &mut out[o..o + tile.cols];
-            for h in 0..P {
-                let mut v = scale.map_or(acc[h], |s| _mm512_mul_ps(acc[h], s));
-                match pass.bias {
-                    Bias::None => {}
-                    Bias::PerRow(b) => v = _mm512_add_ps(v, _mm512_set1_ps(b[tile.row + r])),
-                    Bias::PerColumn(_) => v = _mm512_add_ps(v, col_bias[h]),
-                }
-                // SAFETY: as for the loads above.
-                unsafe { _mm512_mask_storeu_ps(dst.as_mut_ptr().add(h * NR), masks[h], v) };
+        let mut sums = [[0f32; 2 * NR]; R];
+        for (sum, acc) in sums.iter_mut().zip(&acc) {
+            for (h, &v) in acc.iter().enumerate() {
+                // SAFETY: `sum` holds 2·NR floats and h < P ≤ 2.
+                unsafe { _mm512_storeu_ps(sum.as_mut_ptr().add(h * NR), v) };
             }
         }
+        finish_tile(&sums, out, pass, tile);
     }
 
     /// [`avx512`] over two panels (32 columns).

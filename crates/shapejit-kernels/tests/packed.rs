@@ -5,7 +5,7 @@
 //! Shapes cover every register-block height (1..=20 rows, MC blocks), panel edges
 //! (n not a multiple of 16), several k passes (k > 256), transposed and strided views.
 
-use shapejit_kernels::packed::{PackedB, matmul_packed};
+use shapejit_kernels::packed::{Bias, PackedB, matmul_packed, matmul_packed_bias};
 use shapejit_kernels::{KernelError, StridedShape, View};
 
 fn values(n: usize, seed: usize) -> Vec<f32> {
@@ -107,4 +107,54 @@ fn zero_sizes_and_bad_shapes() {
     assert!(matches!(err, KernelError::ShapeMismatch { .. }), "{err}");
     let rank3 = View::contiguous(&b, &[1, 3, 4]).unwrap();
     assert!(PackedB::pack(&rank3).is_err());
+}
+
+/// `alpha · a @ b + bias` through the kernel's epilogue is bit-identical to the
+/// product followed by a separate add (row or column bias), at every block
+/// height, panel edge and k pass count; a bias of the wrong length is an error.
+#[test]
+fn bias_epilogue_rounds_as_a_separate_add() {
+    for (m, k, n) in [
+        (1, 3, 1),
+        (5, 9, 17),
+        (13, 257, 40),
+        (20, 31, 33),
+        (4, 0, 5),
+    ] {
+        let a_data = values(m * k, 3);
+        let b_data = values(k * n, 4);
+        let a = view(&a_data, m, k, k as isize, 1, 0);
+        let packed = PackedB::pack(&view(&b_data, k, n, n as isize, 1, 0)).unwrap();
+        let (rows, cols) = (values(m, 5), values(n, 6));
+        for alpha in [1.0, 0.5] {
+            let mut plain = vec![0f32; m * n];
+            matmul_packed(&mut plain, &a, &packed, alpha).unwrap();
+            for (bias, pick) in [
+                (Bias::PerRow(&rows), (|i, _| i) as fn(usize, usize) -> usize),
+                (Bias::PerColumn(&cols), |_, j| j),
+            ] {
+                let mut fused = vec![f32::NAN; m * n];
+                matmul_packed_bias(&mut fused, &a, packed.borrowed(), alpha, bias).unwrap();
+                let values = match bias {
+                    Bias::PerRow(v) | Bias::PerColumn(v) => v,
+                    Bias::None => unreachable!(),
+                };
+                for i in 0..m {
+                    for j in 0..n {
+                        let want = plain[i * n + j] + values[pick(i, j)];
+                        let got = fused[i * n + j];
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "{m}x{k}x{n} [{i},{j}] {bias:?}"
+                        );
+                    }
+                }
+            }
+        }
+        let mut out = vec![0f32; m * n];
+        let short = values(m + 1, 7);
+        let err = matmul_packed_bias(&mut out, &a, packed.borrowed(), 1.0, Bias::PerRow(&short));
+        assert!(matches!(err, Err(KernelError::ShapeMismatch { .. })));
+    }
 }

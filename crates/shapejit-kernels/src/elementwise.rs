@@ -179,6 +179,31 @@ pub fn binary<A: Copy, B: Copy, O: Copy>(
     Ok(())
 }
 
+/// `dst[i] = f(a[i], b[i])` on contiguous slices, where `a` or `b` may also
+/// hold one element that broadcasts (the interpreter's fast path: no views, no
+/// walk). Any other length is a [`KernelError::ShapeMismatch`].
+pub fn binary_slices<A: Copy, B: Copy, O: Copy>(
+    dst: &mut [O],
+    a: &[A],
+    b: &[B],
+    f: impl Fn(A, B) -> O,
+) -> Result<(), KernelError> {
+    let n = dst.len();
+    match (a.len(), b.len()) {
+        (la, lb) if la == n && lb == n => dispatch(|| map2(dst, a, b, &f)),
+        (la, 1) if la == n => dispatch(|| map2_scalar_b(dst, a, b[0], &f)),
+        (1, lb) if lb == n => dispatch(|| map2_scalar_a(dst, a[0], b, &f)),
+        (la, lb) => {
+            return Err(KernelError::ShapeMismatch {
+                what: "binary slice operands",
+                expected: vec![n, n],
+                actual: vec![la, lb],
+            });
+        }
+    }
+    Ok(())
+}
+
 /// `out[i] = f(a[i], b[i], c[i])` over all indices of `out`'s shape.
 pub fn ternary<A: Copy, B: Copy, C: Copy, O: Copy>(
     out: &mut ViewMut<O>,

@@ -104,6 +104,16 @@ fn map2<A: Element, O: Element>(
     out: &mut TensorMut,
     f: impl Fn(A, A) -> O,
 ) -> Result<(), OpError> {
+    // Fast path, no views: contiguous operands of the output's shape or of one
+    // element (shapes were checked when the output type was computed).
+    if let [a, b] = inputs
+        && let (Some(xa), Some(xb)) = (a.contiguous_elems::<A>(), b.contiguous_elems::<A>())
+        && (a.shape() == out.shape || xa.len() == 1)
+        && (b.shape() == out.shape || xb.len() == 1)
+        && let Some(dst) = out.elems_mut::<O>()
+    {
+        return ew::binary_slices(dst, xa, xb, f).map_err(kernel_err(op));
+    }
     let shape: Dims = out.shape.into();
     let a = broadcast_view::<A>(op, inputs, 0, &shape)?;
     let b = broadcast_view::<A>(op, inputs, 1, &shape)?;

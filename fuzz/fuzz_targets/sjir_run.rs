@@ -104,6 +104,10 @@ fn input(graph: &Graph, bind: &dyn Fn(&Symbol) -> Option<i64>, index: usize) -> 
         DType::I64 => Tensor::from_vec((0..n).map(|i| (at(i) % 3) as i64).collect(), &shape).ok(),
         DType::I32 => Tensor::from_vec((0..n).map(|i| (at(i) % 3) as i32).collect(), &shape).ok(),
         DType::Bool => Tensor::from_vec((0..n).map(|i| i % 2 == 0).collect(), &shape).ok(),
+        // the other dtypes: the i64 pattern converted by the cast rule
+        other => Tensor::from_vec((0..n).map(|i| (at(i) % 3) as i64).collect(), &shape)
+            .and_then(|t| t.cast(other))
+            .ok(),
     }
 }
 

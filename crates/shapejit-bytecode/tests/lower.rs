@@ -251,3 +251,21 @@ fn programs_round_trip_through_serde() {
         assert_eq!(back.to_string(), p.to_string());
     }
 }
+
+/// `y = cast_f16(relu(cast_f32(x)) + 1)` on `x: f16[n]`: the casts from and to
+/// f16 stay interpreted, and the f32 ops between them form the only region.
+#[test]
+fn regions_never_read_or_write_other_dtypes() {
+    let mut b = GraphBuilder::new("half");
+    let x = b.input("x", DType::F16, shape!["n"]);
+    let one = b.const_f32(1.0).unwrap();
+    let wide = b.cast(x, DType::F32).unwrap();
+    let a = b.relu(wide).unwrap();
+    let a = b.add(a, one).unwrap();
+    let y = b.cast(a, DType::F16).unwrap();
+    b.output("y", y).unwrap();
+    let p = lower(&b.finish().unwrap()).unwrap();
+    assert_eq!(p.regions.len(), 1);
+    assert_eq!(p.regions[0].kind, RegionKind::Elementwise);
+    assert_eq!(p.regions[0].len, 2, "relu and add only");
+}

@@ -123,7 +123,8 @@ fn generated<T>(n: usize, next: impl FnMut(usize) -> T) -> Result<Vec<T>> {
     Ok(v)
 }
 
-/// A random tensor: f32 uniform in [-1, 1), integers in 0..10, bools fair.
+/// A random tensor: floats uniform in [-1, 1) (drawn as f32, converted to
+/// the dtype), integers in 0..10, bools fair.
 pub fn random_tensor(dtype: DType, shape: &[usize], rng: &mut SmallRng) -> Result<Tensor> {
     let n = shape
         .iter()
@@ -134,6 +135,12 @@ pub fn random_tensor(dtype: DType, shape: &[usize], rng: &mut SmallRng) -> Resul
         DType::I32 => Tensor::from_vec(generated(n, |_| rng.random_range(0i32..10))?, shape),
         DType::I64 => Tensor::from_vec(generated(n, |_| rng.random_range(0i64..10))?, shape),
         DType::Bool => Tensor::from_vec(generated(n, |_| rng.random_bool(0.5))?, shape),
+        other if other.is_float() => {
+            Tensor::from_vec(generated(n, |_| rng.random_range(-1.0f32..1.0))?, shape)
+                .and_then(|t| t.cast(other))
+        }
+        other => Tensor::from_vec(generated(n, |_| rng.random_range(0i64..10))?, shape)
+            .and_then(|t| t.cast(other)),
     };
     Ok(tensor?)
 }

@@ -1,4 +1,6 @@
-//! `.npy` files in and out (f32, i32, i64, bool; C order, little or big endian).
+//! `.npy` files in and out (every dtype numpy has: f16, f32, f64, the signed and
+//! unsigned integers of 8 to 64 bits, bool; C order, little or big endian).
+//! numpy has no bfloat16: a bf16 output is written as float32 (exactly).
 //!
 //! **Invariant:** a tensor read from a file has exactly the file's shape and
 //! element count; anything else (Fortran order, other dtypes, truncated data) is an
@@ -71,12 +73,20 @@ pub fn read(path: &Path, name: &str, budget: &mut InputBudget) -> Result<Tensor>
         other => other.descr(),
     };
     let dtype = match descr.get(1..).unwrap_or_default() {
+        "f2" => DType::F16,
         "f4" => DType::F32,
+        "f8" => DType::F64,
+        "i1" => DType::I8,
+        "i2" => DType::I16,
         "i4" => DType::I32,
         "i8" => DType::I64,
+        "u1" => DType::U8,
+        "u2" => DType::U16,
+        "u4" => DType::U32,
+        "u8" => DType::U64,
         "b1" => DType::Bool,
         _ => bail!(
-            "'{}' has dtype '{descr}'; supported: float32, int32, int64, bool",
+            "'{}' has dtype '{descr}'; supported: float16/32/64, int8/16/32/64, uint8/16/32/64, bool",
             path.display()
         ),
     };
@@ -90,11 +100,21 @@ pub fn read(path: &Path, name: &str, budget: &mut InputBudget) -> Result<Tensor>
     }
     budget.admit(name, dtype, &shape)?;
     let ctx = || format!("cannot read the data of '{}' ({descr})", path.display());
+    use shapejit::ir::dtype::f16;
     let tensor = match dtype {
+        DType::F16 => Tensor::from_vec(npy.into_vec::<f16>().with_context(ctx)?, &shape),
         DType::F32 => Tensor::from_vec(npy.into_vec::<f32>().with_context(ctx)?, &shape),
+        DType::F64 => Tensor::from_vec(npy.into_vec::<f64>().with_context(ctx)?, &shape),
+        DType::I8 => Tensor::from_vec(npy.into_vec::<i8>().with_context(ctx)?, &shape),
+        DType::I16 => Tensor::from_vec(npy.into_vec::<i16>().with_context(ctx)?, &shape),
         DType::I32 => Tensor::from_vec(npy.into_vec::<i32>().with_context(ctx)?, &shape),
         DType::I64 => Tensor::from_vec(npy.into_vec::<i64>().with_context(ctx)?, &shape),
+        DType::U8 => Tensor::from_vec(npy.into_vec::<u8>().with_context(ctx)?, &shape),
+        DType::U16 => Tensor::from_vec(npy.into_vec::<u16>().with_context(ctx)?, &shape),
+        DType::U32 => Tensor::from_vec(npy.into_vec::<u32>().with_context(ctx)?, &shape),
+        DType::U64 => Tensor::from_vec(npy.into_vec::<u64>().with_context(ctx)?, &shape),
         DType::Bool => Tensor::from_vec(npy.into_vec::<bool>().with_context(ctx)?, &shape),
+        DType::Bf16 => bail!("'{}': numpy has no bfloat16", path.display()),
     };
     tensor.with_context(|| {
         format!(
@@ -109,10 +129,20 @@ pub fn write(path: &Path, tensor: &Tensor) -> Result<()> {
     let ctx = || format!("cannot write '{}'", path.display());
     let file = std::io::BufWriter::new(std::fs::File::create(path).with_context(ctx)?);
     let shape: Vec<u64> = tensor.shape().iter().map(|&d| d as u64).collect();
+    use shapejit::ir::dtype::f16;
     match tensor.dtype() {
+        DType::F16 => write_typed(file, &shape, tensor.as_slice::<f16>()?),
         DType::F32 => write_typed(file, &shape, tensor.as_slice::<f32>()?),
+        DType::Bf16 => write_typed(file, &shape, tensor.cast(DType::F32)?.as_slice::<f32>()?),
+        DType::F64 => write_typed(file, &shape, tensor.as_slice::<f64>()?),
+        DType::I8 => write_typed(file, &shape, tensor.as_slice::<i8>()?),
+        DType::I16 => write_typed(file, &shape, tensor.as_slice::<i16>()?),
         DType::I32 => write_typed(file, &shape, tensor.as_slice::<i32>()?),
         DType::I64 => write_typed(file, &shape, tensor.as_slice::<i64>()?),
+        DType::U8 => write_typed(file, &shape, tensor.as_slice::<u8>()?),
+        DType::U16 => write_typed(file, &shape, tensor.as_slice::<u16>()?),
+        DType::U32 => write_typed(file, &shape, tensor.as_slice::<u32>()?),
+        DType::U64 => write_typed(file, &shape, tensor.as_slice::<u64>()?),
         DType::Bool => write_typed(file, &shape, tensor.as_slice::<bool>()?),
     }
     .with_context(ctx)
@@ -174,6 +204,21 @@ mod tests {
             Tensor::from_vec(vec![i64::MAX, -1], &[2, 1]).unwrap(),
             Tensor::from_vec(vec![true, false], &[2]).unwrap(),
             Tensor::scalar(4.0f32),
+            Tensor::from_vec(vec![0.1f64, -1e300], &[2]).unwrap(),
+            Tensor::from_vec(vec![-128i8, 127], &[2]).unwrap(),
+            Tensor::from_vec(vec![-300i16], &[1]).unwrap(),
+            Tensor::from_vec(vec![255u8, 0], &[1, 2]).unwrap(),
+            Tensor::from_vec(vec![65535u16], &[1]).unwrap(),
+            Tensor::from_vec(vec![u32::MAX], &[1]).unwrap(),
+            Tensor::from_vec(vec![u64::MAX, 1], &[2]).unwrap(),
+            Tensor::from_vec(
+                vec![
+                    shapejit::ir::dtype::f16::from_f32(-0.5),
+                    shapejit::ir::dtype::f16::MAX,
+                ],
+                &[2],
+            )
+            .unwrap(),
         ];
         for (i, t) in tensors.iter().enumerate() {
             let path = dir.path().join(format!("{i}.npy"));
@@ -192,9 +237,18 @@ mod tests {
             "{}",
             read_err(&junk)
         );
-        let f64_file = dir.path().join("f64.npy");
-        npyz::to_file_1d(&f64_file, vec![1.0f64, 2.0]).unwrap();
-        assert!(read_err(&f64_file).contains("<f8"));
+        let c64_file = dir.path().join("c64.npy");
+        let header = "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }";
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(header.as_bytes());
+        bytes.extend_from_slice(&[0; 8]);
+        std::fs::write(&c64_file, &bytes).unwrap();
+        assert!(
+            read_err(&c64_file).contains("<c8"),
+            "{}",
+            read_err(&c64_file)
+        );
         let truncated = dir.path().join("short.npy");
         write(
             &truncated,

@@ -265,6 +265,9 @@ fn expect_rank(inputs: &[&ValueInfo], idx: usize, rank: usize) -> Result<(), Str
 
 /// The dtypes arithmetic accepts.
 const NUMERIC: [DType; 3] = [DType::F32, DType::I32, DType::I64];
+/// The dtypes elementwise arithmetic (binary ops, `neg`, `abs`, `relu`,
+/// `clip`) accepts: [`NUMERIC`] and f64.
+const ARITH: [DType; 4] = [DType::F32, DType::F64, DType::I32, DType::I64];
 /// Integer dtypes (indices, shapes).
 const INTEGER: [DType; 2] = [DType::I32, DType::I64];
 

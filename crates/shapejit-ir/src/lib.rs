@@ -54,7 +54,7 @@ pub mod verify;
 pub use builder::GraphBuilder;
 pub use builder_ops::{BatchNormParams, ConvAttrs, GemmAttrs};
 pub use dim::{Dim, Symbol};
-pub use dtype::{DType, Element};
+pub use dtype::{DType, Element, Num, Scalar};
 pub use error::IrError;
 pub use graph::{Graph, Node, NodeId, ValueId, ValueInfo, ValueType};
 pub use op::{BinaryOp, MathFn, Op, ReduceOp, ScatterReduction, UnaryOp, Window2d};

@@ -6,7 +6,7 @@
 //! **Invariant:** `data.len() == numel * dtype.size()` and the data pointer is
 //! aligned to the dtype's size (constructors check both).
 
-use crate::dtype::{DType, Element};
+use crate::dtype::{DType, Element, Scalar};
 use bytes::Bytes;
 use std::fmt;
 
@@ -229,23 +229,25 @@ impl Tensor {
         Ok(unsafe { std::slice::from_raw_parts(self.data.as_ptr().cast::<T>(), self.numel()) })
     }
 
-    /// The elements copied out as `f64` (for comparisons and summaries).
+    /// The elements copied out as `f64` (for comparisons and summaries;
+    /// integers beyond 2^53 round).
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        match self.dtype {
-            DType::F32 => self
-                .as_slice::<f32>()
-                .map(|s| s.iter().map(|&v| v as f64).collect()),
-            DType::I32 => self
-                .as_slice::<i32>()
-                .map(|s| s.iter().map(|&v| v as f64).collect()),
-            DType::I64 => self
-                .as_slice::<i64>()
-                .map(|s| s.iter().map(|&v| v as f64).collect()),
-            DType::Bool => self
-                .as_slice::<bool>()
-                .map(|s| s.iter().map(|&v| v as u8 as f64).collect()),
-        }
+        crate::with_dtype!(self.dtype, T => self
+            .as_slice::<T>()
+            .map(|s| s.iter().map(|&v| v.to_f64()).collect()))
         .unwrap_or_default()
+    }
+
+    /// The tensor converted to `dtype` element by element, by the conversion
+    /// rule of [`crate::dtype`] (the `cast` op's rule).
+    pub fn cast(&self, dtype: DType) -> Result<Tensor, TensorError> {
+        crate::with_dtype!(self.dtype, A => {
+            let src = self.as_slice::<A>()?;
+            crate::with_dtype!(dtype, O => Tensor::from_vec(
+                src.iter().map(|&v| O::from_num(v.to_num())).collect::<Vec<O>>(),
+                &self.shape,
+            ))
+        })
     }
 
     /// A tensor with the same data and a new shape of the same element count.
@@ -282,5 +284,23 @@ mod tests {
         let unaligned = Bytes::from(vec![0u8; 9]).slice(1..9);
         let c = Tensor::from_bytes_or_copy(DType::F32, &[2], unaligned).unwrap();
         assert_eq!(c.as_slice::<f32>().unwrap(), &[0., 0.]);
+    }
+
+    #[test]
+    fn cast_converts_every_element() {
+        let t = Tensor::from_vec(vec![-1.5f32, 0.0, 300.25], &[3]).unwrap();
+        let u = t.cast(DType::U8).unwrap();
+        assert_eq!(u.as_slice::<u8>().unwrap(), &[0, 0, 255]);
+        let h = t.cast(DType::F16).unwrap();
+        let back: Vec<f32> = h
+            .as_slice::<crate::dtype::f16>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_f32())
+            .collect();
+        assert_eq!(back, [-1.5, 0.0, 300.25]);
+        assert_eq!(h.to_f64_vec(), [-1.5, 0.0, 300.25]);
+        let b = t.cast(DType::Bool).unwrap();
+        assert_eq!(b.as_slice::<bool>().unwrap(), &[true, false, true]);
     }
 }

@@ -428,8 +428,8 @@ fn row_ops_agree_on_special_values() {
     check_rows("softmax", &|b, x| b.softmax(x, -1).unwrap(), rows);
     check_rows("log_softmax", &|b, x| b.log_softmax(x, -1).unwrap(), rows);
     check_layer_norm_rows("layer_norm", &|b, x| {
-        let scale = b.constant("s", Tensor::from_vec(vec![1.5; ROW], &[ROW]).unwrap());
-        let bias = b.constant("c", Tensor::from_vec(vec![-0.25; ROW], &[ROW]).unwrap());
+        let scale = b.constant("s", Tensor::from_vec(vec![1.5f32; ROW], &[ROW]).unwrap());
+        let bias = b.constant("c", Tensor::from_vec(vec![-0.25f32; ROW], &[ROW]).unwrap());
         b.layer_norm(x, scale, Some(bias), -1, 1e-5).unwrap()
     });
     check_rows(
@@ -463,7 +463,7 @@ fn matmul_epilogues_agree_on_special_values() {
             .map(|i| ((i * 7 % 11) as f32 - 5.0) / 4.0)
             .collect();
         let w = b.constant("w", Tensor::from_vec(w, &[K, N]).unwrap());
-        let bias = b.constant("b", Tensor::from_vec(vec![0.5; N], &[N]).unwrap());
+        let bias = b.constant("b", Tensor::from_vec(vec![0.5f32; N], &[N]).unwrap());
         let y = b.matmul(x, w).unwrap();
         let y = b.add(y, bias).unwrap();
         let y = epilogue(&mut b, y);

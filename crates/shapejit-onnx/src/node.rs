@@ -232,12 +232,9 @@ impl<'g, 'm> NodeCx<'g, 'm> {
 
     /// A scalar constant of `dtype` holding `value` (converted).
     pub fn const_scalar(&mut self, dtype: DType, value: f64) -> ValueId {
-        self.constant(match dtype {
-            DType::F32 => Tensor::scalar(value as f32),
-            DType::I32 => Tensor::scalar(value as i32),
-            DType::I64 => Tensor::scalar(value as i64),
-            DType::Bool => Tensor::scalar(value != 0.0),
-        })
+        self.constant(shapejit_ir::with_dtype!(dtype, T => Tensor::scalar(
+            <T as shapejit_ir::Scalar>::from_num(shapejit_ir::Num::Float(value))
+        )))
     }
 
     /// The contents of a constant value, if it is one.

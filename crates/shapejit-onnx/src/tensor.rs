@@ -2,8 +2,10 @@
 //!
 //! Element data comes from, in order of precedence: the external file
 //! (`data_location = EXTERNAL`), `raw_data`, or the typed field of the dtype
-//! (`float_data`, `int32_data`, `int64_data`; bools are stored in `int32_data`).
-//! Supported dtypes: FLOAT, INT32, INT64, BOOL; any other is an error naming it.
+//! (`float_data`, `double_data`, `int64_data`, `uint64_data`, and `int32_data`
+//! for the narrower integers, bools, and the bits of FLOAT16 and BFLOAT16).
+//! Supported dtypes: FLOAT, FLOAT16, BFLOAT16, DOUBLE, INT8, INT16, INT32,
+//! INT64, UINT8, UINT16, UINT32, UINT64, BOOL; any other is an error naming it.
 //!
 //! **Invariant:** raw and external bytes are never copied when they are aligned
 //! for the dtype: the tensor is a slice of the memory-mapped file. Unaligned
@@ -32,14 +34,42 @@ pub fn dtype_of(code: i32) -> Option<DType> {
         data_type::INT32 => Some(DType::I32),
         data_type::INT64 => Some(DType::I64),
         data_type::BOOL => Some(DType::Bool),
+        data_type::FLOAT16 => Some(DType::F16),
+        data_type::BFLOAT16 => Some(DType::Bf16),
+        data_type::DOUBLE => Some(DType::F64),
+        data_type::INT8 => Some(DType::I8),
+        data_type::INT16 => Some(DType::I16),
+        data_type::UINT8 => Some(DType::U8),
+        data_type::UINT16 => Some(DType::U16),
+        data_type::UINT32 => Some(DType::U32),
+        data_type::UINT64 => Some(DType::U64),
         _ => None,
+    }
+}
+
+/// The ONNX data type code of an IR dtype (the inverse of [`dtype_of`]).
+pub fn code_of(dtype: DType) -> i32 {
+    match dtype {
+        DType::F32 => data_type::FLOAT,
+        DType::I32 => data_type::INT32,
+        DType::I64 => data_type::INT64,
+        DType::Bool => data_type::BOOL,
+        DType::F16 => data_type::FLOAT16,
+        DType::Bf16 => data_type::BFLOAT16,
+        DType::F64 => data_type::DOUBLE,
+        DType::I8 => data_type::INT8,
+        DType::I16 => data_type::INT16,
+        DType::U8 => data_type::UINT8,
+        DType::U16 => data_type::UINT16,
+        DType::U32 => data_type::UINT32,
+        DType::U64 => data_type::UINT64,
     }
 }
 
 /// The error for a data type the IR has no dtype for.
 pub fn unsupported_dtype(code: i32) -> String {
     format!(
-        "unsupported data type {} (supported: FLOAT, INT32, INT64, BOOL)",
+        "unsupported data type {} (supported: FLOAT, FLOAT16, BFLOAT16, DOUBLE, INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64, BOOL)",
         data_type::name(code)
     )
 }
@@ -182,11 +212,32 @@ pub fn tensor_from_proto(tp: &TensorProto, external: &ExternalFiles) -> Result<T
     if !tp.raw_data.is_empty() {
         return Tensor::from_bytes_or_copy(dtype, &shape, tp.raw_data.clone()).map_err(ir);
     }
+    // `int32_data` holds the narrower integers as values and the 16-bit floats
+    // as their bit patterns: the low bytes of each element
+    let low_bytes = || {
+        let width = dtype.size();
+        let bytes: Vec<u8> = tp
+            .int32_data
+            .iter()
+            .flat_map(|v| v.to_le_bytes().into_iter().take(width))
+            .collect();
+        Tensor::from_bytes_or_copy(dtype, &shape, Bytes::from(bytes))
+    };
     match dtype {
         DType::F32 => Tensor::from_vec(tp.float_data.clone(), &shape),
+        DType::F64 => Tensor::from_vec(tp.double_data.clone(), &shape),
         DType::I32 => Tensor::from_vec(tp.int32_data.clone(), &shape),
         DType::I64 => Tensor::from_vec(tp.int64_data.clone(), &shape),
+        DType::U64 => Tensor::from_vec(tp.uint64_data.clone(), &shape),
+        DType::U32 => Tensor::from_vec(
+            tp.uint64_data
+                .iter()
+                .map(|&v| v as u32)
+                .collect::<Vec<u32>>(),
+            &shape,
+        ),
         DType::Bool => Tensor::from_vec(tp.int32_data.iter().map(|&v| v != 0).collect(), &shape),
+        DType::F16 | DType::Bf16 | DType::I8 | DType::I16 | DType::U8 | DType::U16 => low_bytes(),
     }
     .map_err(ir)
 }
@@ -233,12 +284,12 @@ mod tests {
     #[test]
     fn dtype_and_shape_errors_name_the_tensor() {
         let mut tp = raw_tensor(Bytes::from_static(&[0; 8]));
-        tp.data_type = data_type::DOUBLE;
+        tp.data_type = data_type::COMPLEX64;
         let err = tensor_from_proto(&tp, &ExternalFiles::default())
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("tensor 'w'") && err.contains("DOUBLE"),
+            err.contains("tensor 'w'") && err.contains("COMPLEX64"),
             "{err}"
         );
         let mut tp = raw_tensor(Bytes::from_static(&[0; 8]));

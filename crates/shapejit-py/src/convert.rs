@@ -35,16 +35,34 @@ pub fn onnx_type(dtype: DType) -> &'static str {
         DType::I32 => "tensor(int32)",
         DType::I64 => "tensor(int64)",
         DType::Bool => "tensor(bool)",
+        DType::F16 => "tensor(float16)",
+        DType::Bf16 => "tensor(bfloat16)",
+        DType::F64 => "tensor(double)",
+        DType::I8 => "tensor(int8)",
+        DType::I16 => "tensor(int16)",
+        DType::U8 => "tensor(uint8)",
+        DType::U16 => "tensor(uint16)",
+        DType::U32 => "tensor(uint32)",
+        DType::U64 => "tensor(uint64)",
     }
 }
 
-/// The numpy dtype of a shapejit dtype.
+/// The numpy dtype of a shapejit dtype (numpy has no bfloat16: bf16 outputs
+/// are float32 arrays, exactly, and bf16 inputs are not accepted).
 fn descr(py: Python<'_>, dtype: DType) -> Bound<'_, PyArrayDescr> {
     match dtype {
-        DType::F32 => numpy::dtype::<f32>(py),
+        DType::F32 | DType::Bf16 => numpy::dtype::<f32>(py),
         DType::I32 => numpy::dtype::<i32>(py),
         DType::I64 => numpy::dtype::<i64>(py),
         DType::Bool => numpy::dtype::<bool>(py),
+        DType::F16 => numpy::dtype::<shapejit::ir::dtype::f16>(py),
+        DType::F64 => numpy::dtype::<f64>(py),
+        DType::I8 => numpy::dtype::<i8>(py),
+        DType::I16 => numpy::dtype::<i16>(py),
+        DType::U8 => numpy::dtype::<u8>(py),
+        DType::U16 => numpy::dtype::<u16>(py),
+        DType::U32 => numpy::dtype::<u32>(py),
+        DType::U64 => numpy::dtype::<u64>(py),
     }
 }
 
@@ -84,7 +102,11 @@ impl AsRef<[u8]> for ArrayBytes {
 /// The tensor for input `spec` from a Python value.
 pub fn input_tensor(spec: &IoSpec, value: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     let py = value.py();
-    let dtype = spec.ty.dtype;
+    // bf16 inputs are given as float32 arrays and rounded once here
+    let dtype = match spec.ty.dtype {
+        DType::Bf16 => DType::F32,
+        other => other,
+    };
     let want = descr(py, dtype);
     let array = match value.cast::<PyUntypedArray>() {
         Ok(a) => a.clone(),
@@ -137,7 +159,13 @@ pub fn input_tensor(spec: &IoSpec, value: &Bound<'_, PyAny>) -> PyResult<Tensor>
         ptr,
         len,
     });
-    Tensor::from_bytes(dtype, &shape, bytes)
+    let tensor = Tensor::from_bytes(dtype, &shape, bytes)
+        .map_err(|e| invalid(format!("input '{}': {e}", spec.name)))?;
+    if spec.ty.dtype == dtype {
+        return Ok(tensor);
+    }
+    tensor
+        .cast(spec.ty.dtype)
         .map_err(|e| invalid(format!("input '{}': {e}", spec.name)))
 }
 
@@ -164,6 +192,20 @@ pub fn output_array(py: Python<'_>, tensor: Tensor) -> PyResult<Bound<'_, PyAny>
         DType::I32 => array_of::<i32>(py, tensor),
         DType::I64 => array_of::<i64>(py, tensor),
         DType::Bool => array_of::<bool>(py, tensor),
+        DType::F16 => array_of::<shapejit::ir::dtype::f16>(py, tensor),
+        DType::Bf16 => {
+            let wide = tensor
+                .cast(DType::F32)
+                .map_err(|e| pyo3::exceptions::PyMemoryError::new_err(e.to_string()))?;
+            array_of::<f32>(py, wide)
+        }
+        DType::F64 => array_of::<f64>(py, tensor),
+        DType::I8 => array_of::<i8>(py, tensor),
+        DType::I16 => array_of::<i16>(py, tensor),
+        DType::U8 => array_of::<u8>(py, tensor),
+        DType::U16 => array_of::<u16>(py, tensor),
+        DType::U32 => array_of::<u32>(py, tensor),
+        DType::U64 => array_of::<u64>(py, tensor),
     }
 }
 

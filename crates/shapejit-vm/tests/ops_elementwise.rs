@@ -295,6 +295,20 @@ fn operand(
         }
         DType::I64 => Host::random(rng, shape, kind, |r| r.range(0, 41) as i64 - 20),
         DType::Bool => Host::random(rng, shape, kind, |r| r.bool()),
+        DType::F64 if b == BinaryOp::Pow && !second => {
+            Host::random(rng, shape, kind, |r| r.f32(0.1, 3.0) as f64 * (1.0 + 1e-12))
+        }
+        // values no f32 holds, so that an f32 detour would show
+        DType::F64 => Host::random(rng, shape, kind, |r| {
+            ((r.f32(-3.0, 3.0) * 4.0).round() / 4.0) as f64 * 1e200
+        }),
+        // the other dtypes only compare: a few values, with ties
+        other => {
+            let source = |r: &mut Rng| shapejit_ir::Num::Float(r.range(0, 5) as f64 * 3.5 + 100.0);
+            shapejit_ir::with_dtype!(other, T => Host::random(rng, shape, kind, |r| {
+                <T as shapejit_ir::Scalar>::from_num(source(r))
+            }))
+        }
     }
 }
 
@@ -304,10 +318,10 @@ fn binary_broadcasts_over_strided_inputs() {
     for b in BinaryOp::ALL {
         let dtypes: &[DType] = if b.is_logical() {
             &[DType::Bool]
-        } else if b == BinaryOp::Eq {
-            &[DType::F32, DType::I32, DType::I64, DType::Bool]
+        } else if b.is_comparison() {
+            &DType::ALL
         } else {
-            &[DType::F32, DType::I32, DType::I64]
+            &[DType::F32, DType::F64, DType::I32, DType::I64]
         };
         for &dtype in dtypes {
             for i in 0..8 {
@@ -340,6 +354,8 @@ fn binary_broadcasts_over_strided_inputs() {
                 let rel = match (dtype, b) {
                     (DType::F32, BinaryOp::Pow) => 1e-6,
                     (DType::F32, _) => IEEE_REL / 2.0,
+                    (DType::F64, BinaryOp::Pow) => 1e-15,
+                    (DType::F64, _) => f64::EPSILON / 2.0,
                     _ => 0.0,
                 };
                 let what = format!("{} {dtype} {shapes:?}", b.name());
@@ -373,15 +389,79 @@ fn where_selects_with_three_way_broadcast() {
     }
 }
 
+/// The cast rule, written out: float → int truncates and saturates (NaN → 0),
+/// int → int wraps, float and int → float round to nearest, → bool is `!= 0`.
 fn cast_ref(v: f64, from: DType, to: DType) -> f64 {
+    let int = |bits: u32, signed: bool| -> f64 {
+        let (lo, hi) = if signed {
+            (
+                -(2f64.powi(bits as i32 - 1)),
+                2f64.powi(bits as i32 - 1) - 1.0,
+            )
+        } else {
+            (0.0, 2f64.powi(bits as i32) - 1.0)
+        };
+        if from.is_float() {
+            if v.is_nan() {
+                0.0
+            } else {
+                v.trunc().clamp(lo, hi)
+            }
+        } else {
+            let m = (v as i128).rem_euclid(1i128 << bits);
+            let w = if signed && m >= 1i128 << (bits - 1) {
+                m - (1i128 << bits)
+            } else {
+                m
+            };
+            w as f64
+        }
+    };
     match to {
         DType::Bool => (v != 0.0) as u8 as f64,
         DType::F32 => v as f32 as f64,
-        DType::I32 => match from {
-            DType::F32 => v as i32 as f64,
-            _ => (v as i64) as i32 as f64,
-        },
-        DType::I64 => v as i64 as f64,
+        DType::F64 => v,
+        DType::F16 => shapejit_ir::dtype::f16::from_f64(v).to_f64(),
+        DType::Bf16 => shapejit_ir::dtype::bf16::from_f64(v).to_f64(),
+        DType::I8 => int(8, true),
+        DType::I16 => int(16, true),
+        DType::I32 => int(32, true),
+        DType::I64 => int(64, true),
+        DType::U8 => int(8, false),
+        DType::U16 => int(16, false),
+        DType::U32 => int(32, false),
+        DType::U64 => int(64, false),
+    }
+}
+
+/// Values of `dtype` (as f64, exact in it): specials, out-of-range values for
+/// the narrower types, and small ones.
+fn cast_source(rng: &mut Rng, dtype: DType, shape: &[usize], kind: Kind) -> Host {
+    let float = |r: &mut Rng| match r.range(0, 8) {
+        0 => f64::NAN,
+        1 => 3e9,
+        2 => -3e4,
+        3 => 0.0,
+        4 => 70000.5,
+        _ => r.f32(-300.0, 300.0) as f64,
+    };
+    use shapejit_ir::dtype::{bf16, f16};
+    match dtype {
+        DType::F32 => Host::random(rng, shape, kind, |r| float(r) as f32),
+        DType::F64 => Host::random(rng, shape, kind, float),
+        DType::F16 => Host::random(rng, shape, kind, |r| f16::from_f64(float(r))),
+        DType::Bf16 => Host::random(rng, shape, kind, |r| bf16::from_f64(float(r))),
+        DType::I8 => Host::random(rng, shape, kind, |r| r.next_u64() as i8),
+        DType::I16 => Host::random(rng, shape, kind, |r| r.next_u64() as i16),
+        DType::I32 => Host::random(rng, shape, kind, |r| r.next_u64() as i32 >> r.range(0, 31)),
+        DType::I64 => Host::random(rng, shape, kind, |r| {
+            (r.next_u64() as i64) >> r.range(12, 63)
+        }),
+        DType::U8 => Host::random(rng, shape, kind, |r| r.next_u64() as u8),
+        DType::U16 => Host::random(rng, shape, kind, |r| r.next_u64() as u16),
+        DType::U32 => Host::random(rng, shape, kind, |r| r.next_u64() as u32),
+        DType::U64 => Host::random(rng, shape, kind, |r| r.next_u64() >> r.range(12, 63)),
+        DType::Bool => Host::random(rng, shape, kind, |r| r.bool()),
     }
 }
 
@@ -392,22 +472,7 @@ fn cast_between_all_pairs() {
         for to in DType::ALL {
             for kind in KINDS {
                 let shape = rng.shape(2, 6, false);
-                let x = match from {
-                    DType::F32 => Host::random(&mut rng, &shape, kind, |r| match r.range(0, 8) {
-                        0 => f32::NAN,
-                        1 => 3e9,
-                        2 => -3e9,
-                        3 => 0.0,
-                        _ => r.f32(-10.0, 10.0),
-                    }),
-                    DType::I32 => Host::random(&mut rng, &shape, kind, |r| {
-                        r.next_u64() as i32 >> r.range(0, 31)
-                    }),
-                    DType::I64 => Host::random(&mut rng, &shape, kind, |r| {
-                        (r.next_u64() as i64) >> r.range(10, 63)
-                    }),
-                    DType::Bool => Host::random(&mut rng, &shape, kind, |r| r.bool()),
-                };
+                let x = cast_source(&mut rng, from, &shape, kind);
                 let out = run(&Op::Cast { to }, &[&x]).unwrap();
                 assert_eq!(out[0].ty.dtype, to);
                 let want: Vec<f64> = x.vals.iter().map(|&v| cast_ref(v, from, to)).collect();

@@ -8,8 +8,9 @@
 //!   ops before and after it.
 //!
 //! **Invariant:** every node of a span after the first reads a value produced by
-//! an earlier node of the span (the span is connected), and every node's outputs
-//! are f32 or bool (integer shape arithmetic is left to the interpreter).
+//! an earlier node of the span (the span is connected), and every node's inputs
+//! and outputs are f32 or bool (integer shape arithmetic and the other dtypes,
+//! casts from them included, are left to the interpreter).
 //!
 //! **Invariant:** a node that needs run-time shape checks ([`super::node_checks`])
 //! is never inside a span after its first node: its checks are emitted before the
@@ -40,8 +41,9 @@ enum Class {
 
 fn class(graph: &Graph, node: &Node) -> Option<Class> {
     let float_or_bool = node
-        .outputs
+        .inputs
         .iter()
+        .chain(&node.outputs)
         .all(|&v| matches!(graph.value(v).ty.dtype, DType::F32 | DType::Bool));
     if !float_or_bool {
         return None;

@@ -8,7 +8,7 @@
 //! it or is 1 ([`broadcast_checks`], lowered to `shape_check`), so the inferred
 //! type holds whenever the run succeeds.
 
-use super::{InferCtx, Inferred, NUMERIC, arity, expect_dtype, expect_same_dtype};
+use super::{ARITH, InferCtx, Inferred, arity, expect_dtype, expect_same_dtype};
 use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::graph::ValueInfo;
@@ -121,7 +121,7 @@ pub(super) fn unary(op: UnaryOp, inputs: &[&ValueInfo]) -> Result<Inferred, Stri
     let dtype = match op {
         UnaryOp::Not => expect_dtype(inputs, 0, &[DType::Bool])?,
         UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu | UnaryOp::Clip { .. } => {
-            expect_dtype(inputs, 0, &NUMERIC)?
+            expect_dtype(inputs, 0, &ARITH)?
         }
         _ => expect_dtype(inputs, 0, &[DType::F32])?,
     };
@@ -149,11 +149,12 @@ pub(super) fn binary(
     let dtype = if op.is_logical() {
         expect_dtype(inputs, 0, &[DType::Bool])?;
         expect_dtype(inputs, 1, &[DType::Bool])?
-    } else if op == BinaryOp::Eq {
+    } else if op.is_comparison() {
+        // comparisons run on every dtype (no compute-dtype rounding)
         expect_same_dtype(inputs, 1)?;
         inputs[0].ty.dtype
     } else {
-        expect_dtype(inputs, 0, &NUMERIC)?;
+        expect_dtype(inputs, 0, &ARITH)?;
         expect_same_dtype(inputs, 1)?;
         inputs[0].ty.dtype
     };

@@ -620,6 +620,12 @@ impl Parser<'_> {
                         }
                         _ => return Err(self.expected("true or false")),
                     },
+                    _ => {
+                        return Err(Parser::error_at(
+                            at,
+                            format!("{dtype} constants are written as hex\"...\""),
+                        ));
+                    }
                 }
                 if !self.eat_punct(",") {
                     break;
@@ -639,6 +645,8 @@ impl Parser<'_> {
                 Tensor::from_vec(narrowed, dims)
             }
             DType::Bool => Tensor::from_vec(b, dims),
+            // an empty literal of another dtype (non-empty ones are rejected above)
+            other => Tensor::from_bytes(other, dims, bytes::Bytes::new()),
         })
     }
 }

@@ -87,11 +87,16 @@ fn tensor_literal(out: &mut String, t: &Tensor, data: Data) {
         t.dtype(),
         crate::shape::Shape::known(t.shape())
     );
+    // other dtypes print as hex, which round-trips every value exactly
+    let literal = matches!(
+        t.dtype(),
+        DType::F32 | DType::I32 | DType::I64 | DType::Bool
+    );
     let small = t.numel() <= MAX_LITERAL_ELEMS;
     let has_nan = t
         .as_slice::<f32>()
         .is_ok_and(|s| s.iter().any(|v| v.is_nan()));
-    if small && !has_nan {
+    if small && literal && !has_nan {
         out.push_str(" [");
         let items: Vec<String> = match t.dtype() {
             DType::F32 => t
@@ -106,6 +111,7 @@ fn tensor_literal(out: &mut String, t: &Tensor, data: Data) {
             DType::Bool => t
                 .as_slice::<bool>()
                 .map(|s| s.iter().map(bool::to_string).collect()),
+            _ => Ok(Vec::new()),
         }
         .unwrap_or_default();
         out.push_str(&items.join(", "));

@@ -337,7 +337,7 @@ fn untranslatable_regions_stay_interpreted_and_are_counted() {
     }
     // other batch sizes: the same region and layout, so no new attempt
     for batch in [3, 5, 9] {
-        let x = vec![Tensor::from_vec(vec![0.5; batch * 8], &[batch, 8]).unwrap()];
+        let x = vec![Tensor::from_vec(vec![0.5f32; batch * 8], &[batch, 8]).unwrap()];
         for _ in 0..3 {
             assert_close(
                 &rj.run(&x).unwrap(),

@@ -18,6 +18,9 @@
 //! does not read is an unsupported error, see [`crate::attrs`]), are listed
 //! as implemented.
 //!
+//! Nodes on dtypes without kernels compute in their compute dtypes and cast
+//! back ([`promote`]).
+//!
 //! **Invariant:** each version list is the op's ONNX since-versions (onnx
 //! 1.23, opsets up to [`crate::MAX_OPSET`]) from the one in effect at
 //! [`crate::MIN_OPSET`] (or the op's first) on, ascending, with none missing,
@@ -36,6 +39,7 @@ mod index;
 mod layout;
 mod nn;
 mod norm;
+mod promote;
 mod reduce;
 mod shape;
 
@@ -309,5 +313,5 @@ pub fn map_node(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
             cx.opset()
         ))
     })?;
-    map(cx)
+    promote::map_promoted(cx, map)
 }

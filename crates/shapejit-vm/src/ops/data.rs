@@ -15,7 +15,7 @@ use super::util::{
 };
 use super::{OpError, OutType, OutTypes};
 use crate::tensor::{Dims, TensorMut, TensorRef};
-use shapejit_ir::{DType, Element, Op, Tensor};
+use shapejit_ir::{DType, Element, Num, Op, Scalar, Tensor};
 use shapejit_kernels::elementwise::{copy, fill};
 use shapejit_kernels::gather::gather as kgather;
 use shapejit_kernels::{MAX_RANK, StridedShape};
@@ -274,31 +274,6 @@ pub(crate) fn pad_type(op: &Op, pads: &[i64], inputs: &[TensorRef]) -> Result<Ou
     })
 }
 
-/// The fill value of `pad` in each dtype.
-trait FromF32: Element {
-    fn from_f32(v: f32) -> Self;
-}
-impl FromF32 for f32 {
-    fn from_f32(v: f32) -> f32 {
-        v
-    }
-}
-impl FromF32 for i32 {
-    fn from_f32(v: f32) -> i32 {
-        v as i32
-    }
-}
-impl FromF32 for i64 {
-    fn from_f32(v: f32) -> i64 {
-        v as i64
-    }
-}
-impl FromF32 for bool {
-    fn from_f32(v: f32) -> bool {
-        v != 0.0
-    }
-}
-
 pub(crate) fn pad(
     op: &Op,
     pads: &[i64],
@@ -309,7 +284,7 @@ pub(crate) fn pad(
     with_dtype!(inputs[0].dtype, T => {
         let src = view_of::<T>(op, inputs, 0)?;
         let mut o = out_view::<T>(op, out)?;
-        fill(&mut o, <T as FromF32>::from_f32(value));
+        fill(&mut o, T::from_num(Num::Float(f64::from(value))));
         let r = src.shape().len();
         let (mut sg, mut dg) = (*src.geom(), *o.geom());
         for i in 0..r {

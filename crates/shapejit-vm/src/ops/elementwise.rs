@@ -1,10 +1,13 @@
 //! Elementwise ops: unary, binary (NumPy broadcasting), where, cast.
 //!
-//! Dtypes: float math on f32; `neg`, `abs`, `relu` and arithmetic also on
-//! i32/i64 (wrapping; integer division truncates, and a zero divisor is an
-//! [`OpError::Value`], which the interpreter reports naming the node);
-//! comparisons on f32/i32/i64 (`eq` also on bool); `and`/`or`/`not`
-//! on bool; `cast` between every pair.
+//! Dtypes: float math on f32; `neg`, `abs`, `relu`, `clip` and binary
+//! arithmetic also on f64 and i32/i64 (wrapping; integer division truncates,
+//! and a zero divisor is an [`OpError::Value`], which the interpreter reports
+//! naming the node);
+//! comparisons on every dtype; `and`/`or`/`not` on bool; `cast` between every
+//! pair, by the conversion rule of [`shapejit_ir::dtype`]. Other dtypes reach
+//! the float and integer kernels through casts to their compute dtype, which
+//! the importer inserts ([`DType::compute`]).
 //!
 //! **Invariant:** `max`/`min` propagate NaN (as NumPy's `maximum`/`minimum`).
 
@@ -13,13 +16,15 @@ use super::util::{
 };
 use super::{OpError, OutType};
 use crate::tensor::{Dims, TensorMut, TensorRef};
-use shapejit_ir::{BinaryOp, DType, Element, Op, UnaryOp};
+use shapejit_ir::{BinaryOp, DType, Element, Num, Op, Scalar, UnaryOp};
 use shapejit_kernels::elementwise as ew;
 use shapejit_kernels::{Unary, View, math};
 
+const ARITH: [DType; 4] = [DType::F32, DType::F64, DType::I32, DType::I64];
+
 fn unary_dtypes(u: UnaryOp) -> &'static [DType] {
     match u {
-        UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu => &[DType::F32, DType::I32, DType::I64],
+        UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu | UnaryOp::Clip { .. } => &ARITH,
         UnaryOp::Not => &[DType::Bool],
         _ => &[DType::F32],
     }
@@ -37,8 +42,8 @@ pub(crate) fn unary_type(op: &Op, u: UnaryOp, inputs: &[TensorRef]) -> Result<Ou
 fn binary_dtypes(b: BinaryOp) -> &'static [DType] {
     match b {
         BinaryOp::And | BinaryOp::Or => &[DType::Bool],
-        BinaryOp::Eq => &[DType::F32, DType::I32, DType::I64, DType::Bool],
-        _ => &[DType::F32, DType::I32, DType::I64],
+        _ if b.is_comparison() => &DType::ALL,
+        _ => &ARITH,
     }
 }
 
@@ -242,6 +247,34 @@ fn unary_int<T: Int>(
         UnaryOp::Neg => map1(op, inputs, out, |x: T| x.wneg()),
         UnaryOp::Abs => map1(op, inputs, out, |x: T| x.wabs()),
         UnaryOp::Relu => map1(op, inputs, out, |x: T| x.max(T::ZERO)),
+        UnaryOp::Clip { min, max } => {
+            // bounds beyond the type's range clamp nothing on that side
+            let lo = T::from_num(Num::Float(f64::from(min).ceil()));
+            let hi = T::from_num(Num::Float(f64::from(max).floor()));
+            map1(op, inputs, out, move |x: T| x.max(lo).min(hi))
+        }
+        _ => Err(dtype_bug(op)),
+    }
+}
+
+/// The f64 ops: `neg`, `abs`, `relu`, `clip`.
+fn unary_f64(
+    op: &Op,
+    u: UnaryOp,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    match u {
+        UnaryOp::Neg => map1(op, inputs, out, |x: f64| -x),
+        UnaryOp::Abs => map1(op, inputs, out, |x: f64| x.abs()),
+        UnaryOp::Relu => map1(op, inputs, out, |x: f64| if x < 0.0 { 0.0 } else { x }),
+        UnaryOp::Clip { min, max } => {
+            let (min, max) = (f64::from(min), f64::from(max));
+            map1(op, inputs, out, move |x: f64| {
+                let y = if x < min { min } else { x };
+                if y > max { max } else { y }
+            })
+        }
         _ => Err(dtype_bug(op)),
     }
 }
@@ -254,9 +287,11 @@ pub(crate) fn unary(
 ) -> Result<(), OpError> {
     match inputs[0].dtype {
         DType::F32 => unary_f32(op, u, inputs, out),
+        DType::F64 => unary_f64(op, u, inputs, out),
         DType::I32 => unary_int::<i32>(op, u, inputs, out),
         DType::I64 => unary_int::<i64>(op, u, inputs, out),
         DType::Bool => map1(op, inputs, out, |x: bool| !x),
+        _ => Err(dtype_bug(op)),
     }
 }
 
@@ -311,6 +346,38 @@ fn binary_f32(
     }
 }
 
+fn binary_f64(
+    op: &Op,
+    b: BinaryOp,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    match b {
+        BinaryOp::Add => map2(op, inputs, out, |x: f64, y: f64| x + y),
+        BinaryOp::Sub => map2(op, inputs, out, |x: f64, y: f64| x - y),
+        BinaryOp::Mul => map2(op, inputs, out, |x: f64, y: f64| x * y),
+        BinaryOp::Div => map2(op, inputs, out, |x: f64, y: f64| x / y),
+        BinaryOp::Pow => map2(op, inputs, out, |x: f64, y: f64| x.powf(y)),
+        BinaryOp::Max => map2(
+            op,
+            inputs,
+            out,
+            |x: f64, y: f64| {
+                if x > y || x.is_nan() { x } else { y }
+            },
+        ),
+        BinaryOp::Min => map2(
+            op,
+            inputs,
+            out,
+            |x: f64, y: f64| {
+                if x < y || x.is_nan() { x } else { y }
+            },
+        ),
+        _ => Err(dtype_bug(op)),
+    }
+}
+
 fn binary_int<T: Int>(
     op: &Op,
     b: BinaryOp,
@@ -351,16 +418,20 @@ pub(crate) fn binary(
     inputs: &[TensorRef],
     out: &mut TensorMut,
 ) -> Result<(), OpError> {
+    if b.is_comparison() {
+        return with_dtype!(inputs[0].dtype, T => compare::<T>(op, b, inputs, out));
+    }
     match inputs[0].dtype {
         DType::F32 => binary_f32(op, b, inputs, out),
+        DType::F64 => binary_f64(op, b, inputs, out),
         DType::I32 => binary_int::<i32>(op, b, inputs, out),
         DType::I64 => binary_int::<i64>(op, b, inputs, out),
         DType::Bool => match b {
             BinaryOp::And => map2(op, inputs, out, |x: bool, y: bool| x & y),
             BinaryOp::Or => map2(op, inputs, out, |x: bool, y: bool| x | y),
-            BinaryOp::Eq => map2(op, inputs, out, |x: bool, y: bool| x == y),
             _ => Err(dtype_bug(op)),
         },
+        _ => Err(dtype_bug(op)),
     }
 }
 
@@ -375,72 +446,14 @@ pub(crate) fn where_(op: &Op, inputs: &[TensorRef], out: &mut TensorMut) -> Resu
     })
 }
 
-/// Conversion targets: every dtype from every dtype, with Rust `as` semantics
-/// (float→int truncates toward zero and saturates, NaN→0; int→int wraps;
-/// →bool is `!= 0`, NaN→true).
-trait CastFrom: Element {
-    fn from_f32(v: f32) -> Self;
-    fn from_i32(v: i32) -> Self;
-    fn from_i64(v: i64) -> Self;
-    fn from_bool(v: bool) -> Self;
-}
-
-macro_rules! impl_cast_num {
-    ($t:ty) => {
-        impl CastFrom for $t {
-            fn from_f32(v: f32) -> $t {
-                v as $t
-            }
-            fn from_i32(v: i32) -> $t {
-                v as $t
-            }
-            fn from_i64(v: i64) -> $t {
-                v as $t
-            }
-            fn from_bool(v: bool) -> $t {
-                v as u8 as $t
-            }
-        }
-    };
-}
-impl_cast_num!(f32);
-impl_cast_num!(i32);
-impl_cast_num!(i64);
-
-impl CastFrom for bool {
-    fn from_f32(v: f32) -> bool {
-        v != 0.0
-    }
-    fn from_i32(v: i32) -> bool {
-        v != 0
-    }
-    fn from_i64(v: i64) -> bool {
-        v != 0
-    }
-    fn from_bool(v: bool) -> bool {
-        v
-    }
-}
-
-fn cast_to<O: CastFrom>(op: &Op, inputs: &[TensorRef], out: &mut TensorMut) -> Result<(), OpError> {
-    match inputs[0].dtype {
-        DType::F32 => map1(op, inputs, out, O::from_f32),
-        DType::I32 => map1(op, inputs, out, O::from_i32),
-        DType::I64 => map1(op, inputs, out, O::from_i64),
-        DType::Bool => map1(op, inputs, out, O::from_bool),
-    }
-}
-
+/// `cast`: every dtype to every dtype, by [`shapejit_ir::Scalar`]'s rule.
 pub(crate) fn cast(
     op: &Op,
     to: DType,
     inputs: &[TensorRef],
     out: &mut TensorMut,
 ) -> Result<(), OpError> {
-    match to {
-        DType::F32 => cast_to::<f32>(op, inputs, out),
-        DType::I32 => cast_to::<i32>(op, inputs, out),
-        DType::I64 => cast_to::<i64>(op, inputs, out),
-        DType::Bool => cast_to::<bool>(op, inputs, out),
-    }
+    with_dtype!(inputs[0].dtype, A => with_dtype!(to, O => {
+        map1(op, inputs, out, |x: A| O::from_num(x.to_num()))
+    }))
 }

@@ -161,11 +161,11 @@ pub(crate) fn reduce(
         DType::F32 => reduce_f32(op, r, inputs, &flags, out_elems(op, out)?),
         DType::I32 => reduce_int::<i32>(op, r, inputs, &flags, out_elems(op, out)?),
         DType::I64 => reduce_int::<i64>(op, r, inputs, &flags, out_elems(op, out)?),
-        DType::Bool => Err(OpError::DType {
+        other => Err(OpError::DType {
             op: op.name(),
             input: 0,
             expected: "f32, i32 or i64".into(),
-            actual: DType::Bool,
+            actual: other,
         }),
     }
 }

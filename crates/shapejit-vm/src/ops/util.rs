@@ -10,30 +10,7 @@ use shapejit_ir::{DType, Element, Op};
 use shapejit_kernels::{KernelError, StridedShape, View, ViewMut};
 use smallvec::SmallVec;
 
-/// Runs `$body` with `$T` bound to the Rust type of `$dtype`.
-macro_rules! with_dtype {
-    ($dtype:expr, $T:ident => $body:expr) => {
-        match $dtype {
-            shapejit_ir::DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            shapejit_ir::DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            shapejit_ir::DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            shapejit_ir::DType::Bool => {
-                type $T = bool;
-                $body
-            }
-        }
-    };
-}
-pub(crate) use with_dtype;
+pub(crate) use shapejit_ir::with_dtype;
 
 /// A kernel error for `op`; these mean the ops layer passed bad arguments (a bug).
 pub(crate) fn kernel_err(op: &Op) -> impl Fn(KernelError) -> OpError + '_ {

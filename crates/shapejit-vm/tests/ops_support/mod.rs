@@ -65,19 +65,7 @@ pub struct Host {
 }
 
 fn to_f64<T: Element>(v: T) -> f64 {
-    // Element is sealed to f32/i32/i64/bool; read it through its dtype
-    let any: &dyn std::any::Any = &v;
-    if let Some(x) = any.downcast_ref::<f32>() {
-        *x as f64
-    } else if let Some(x) = any.downcast_ref::<i32>() {
-        *x as f64
-    } else if let Some(x) = any.downcast_ref::<i64>() {
-        *x as f64
-    } else if let Some(x) = any.downcast_ref::<bool>() {
-        *x as u8 as f64
-    } else {
-        unreachable!("Element is sealed")
-    }
+    shapejit_ir::Scalar::to_f64(v)
 }
 
 impl Host {
@@ -230,12 +218,11 @@ fn read_out(ty: &OutType, bytes: &[u8]) -> Vec<f64> {
     (0..n)
         .map(|i| {
             let b = &bytes[i * ty.dtype.size()..(i + 1) * ty.dtype.size()];
-            match ty.dtype {
-                DType::F32 => f32::from_le_bytes(b.try_into().unwrap()) as f64,
-                DType::I32 => i32::from_le_bytes(b.try_into().unwrap()) as f64,
-                DType::I64 => i64::from_le_bytes(b.try_into().unwrap()) as f64,
-                DType::Bool => b[0] as f64,
-            }
+            shapejit_ir::with_dtype!(ty.dtype, T => {
+                // SAFETY: `b` holds exactly one element of `T`'s size; every
+                // element type accepts the bytes the op wrote for it.
+                to_f64(unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<T>()) })
+            })
         })
         .collect()
 }
@@ -295,12 +282,7 @@ pub fn run(op: &Op, inputs: &[&Host]) -> Result<Vec<Out>, OpError> {
             .expect("view layout fits the input buffer");
         let n: usize = layout.shape.iter().product();
         let viewed: Vec<f64> = (0..n)
-            .map(|i| match v.dtype {
-                DType::F32 => v.get_flat::<f32>(i).unwrap() as f64,
-                DType::I32 => v.get_flat::<i32>(i).unwrap() as f64,
-                DType::I64 => v.get_flat::<i64>(i).unwrap() as f64,
-                DType::Bool => v.get_flat::<bool>(i).unwrap() as u8 as f64,
-            })
+            .map(|i| shapejit_ir::with_dtype!(v.dtype, T => to_f64(v.get_flat::<T>(i).unwrap())))
             .collect();
         assert_eq!(
             bits(&viewed),

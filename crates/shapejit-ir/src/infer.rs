@@ -131,6 +131,16 @@ pub fn infer(op: &Op, inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Vec<I
             trans_a, trans_b, ..
         } => one(nn::gemm(*trans_a, *trans_b, inputs)),
         Op::Reduce { axes, keepdims, .. } => one(nn::reduce(axes, *keepdims, inputs)),
+        Op::DynReduce {
+            keepdims,
+            noop_with_empty_axes,
+            ..
+        } => one(nn::dyn_reduce(
+            *keepdims,
+            *noop_with_empty_axes,
+            inputs,
+            ctx,
+        )),
         Op::Softmax { axis } | Op::LogSoftmax { axis } => one(nn::softmax(*axis, inputs)),
         Op::LayerNorm { axis, .. } => one(nn::layer_norm(*axis, inputs)),
         Op::BatchNorm { .. } => one(nn::batch_norm(inputs)),

@@ -299,6 +299,17 @@ impl ReduceOp {
             ReduceOp::Prod => "reduce_prod",
         }
     }
+
+    /// The opcode name of its run-time-axes form (`dyn_reduce_sum`, ...).
+    pub fn dyn_name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "dyn_reduce_sum",
+            ReduceOp::Mean => "dyn_reduce_mean",
+            ReduceOp::Max => "dyn_reduce_max",
+            ReduceOp::Min => "dyn_reduce_min",
+            ReduceOp::Prod => "dyn_reduce_prod",
+        }
+    }
 }
 
 /// How a scatter combines an update with the value already there.
@@ -407,6 +418,17 @@ pub enum Op {
         axes: Vec<i64>,
         /// keep reduced axes as size 1
         keepdims: bool,
+    },
+    /// [`Op::Reduce`] over axes given at run time. Inputs: `x`, `axes` (an i64
+    /// vector; negative counts from the end). Empty `axes` reduces every axis,
+    /// or none (the output is `x`) with `noop_with_empty_axes`.
+    DynReduce {
+        /// which reduction
+        op: ReduceOp,
+        /// keep reduced axes as size 1
+        keepdims: bool,
+        /// empty `axes` means no reduction instead of all axes
+        noop_with_empty_axes: bool,
     },
     /// Softmax along one axis. Inputs: `x`. Tolerance 1e-6 absolute.
     Softmax {
@@ -638,6 +660,7 @@ impl Op {
             Op::MatMul => "matmul",
             Op::Gemm { .. } => "gemm",
             Op::Reduce { op, .. } => op.name(),
+            Op::DynReduce { op, .. } => op.dyn_name(),
             Op::Softmax { .. } => "softmax",
             Op::LogSoftmax { .. } => "log_softmax",
             Op::LayerNorm { .. } => "layer_norm",

@@ -124,6 +124,26 @@ fn reductions_over_random_axes() {
                 0.0,
                 rel,
             );
+            // the same reduction with the axes as a run-time input
+            let axes_t = Host::from_vals(&axes, &[axes.len()]);
+            let dyn_op = Op::DynReduce {
+                op: r,
+                keepdims,
+                noop_with_empty_axes: false,
+            };
+            let dyn_out = run(&dyn_op, &[&x, &axes_t]).unwrap();
+            assert_eq!(dyn_out[0].ty, out[0].ty, "{dyn_op:?} on {shape:?}");
+            assert_close(&format!("{dyn_op:?}"), &dyn_out[0].vals, &want, 0.0, rel);
+            if axes.is_empty() {
+                let noop = Op::DynReduce {
+                    op: r,
+                    keepdims,
+                    noop_with_empty_axes: true,
+                };
+                let same = run(&noop, &[&x, &axes_t]).unwrap();
+                assert_eq!(same[0].ty.shape.as_slice(), shape.as_slice());
+                assert_close("noop", &same[0].vals, &x.vals, 0.0, 0.0);
+            }
         }
     }
     let x = Host::f32(&mut rng, &[2, 3], Kind::Contiguous);

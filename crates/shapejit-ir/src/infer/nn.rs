@@ -121,6 +121,57 @@ pub(super) fn reduce(
     Ok(Inferred::new(dtype, Shape(out)))
 }
 
+/// Reduction over run-time `axes` (input 1, an i64 vector of known length):
+/// as [`reduce`] when shape inference knows the axes; otherwise the rank is
+/// known (kept, or less by the number of axes) and the dims are fresh, except
+/// that dims of size 1 stay 1 with `keepdims`.
+pub(super) fn dyn_reduce(
+    keepdims: bool,
+    noop_with_empty_axes: bool,
+    inputs: &[&ValueInfo],
+    ctx: &mut InferCtx,
+) -> Result<Inferred, String> {
+    arity(inputs, 2, 2)?;
+    let (n, known) = super::shape_operand(inputs, 1)?;
+    let axes: Option<Vec<i64>> = if n == 0 {
+        Some(Vec::new())
+    } else {
+        known.and_then(|k| k.iter().map(Dim::as_known).collect())
+    };
+    if let Some(axes) = axes {
+        if axes.is_empty() && noop_with_empty_axes {
+            let dtype = expect_dtype(inputs, 0, &NUMERIC)?;
+            return Ok(Inferred::new(dtype, inputs[0].ty.shape.clone()));
+        }
+        return reduce(&axes, keepdims, &inputs[..1]);
+    }
+    let dtype = expect_dtype(inputs, 0, &NUMERIC)?;
+    let shape = &inputs[0].ty.shape;
+    if n > shape.rank() {
+        return Err(format!(
+            "{n} axes for an input of rank {} ({shape})",
+            shape.rank()
+        ));
+    }
+    let one = Dim::known(1);
+    let dims = if keepdims {
+        shape
+            .dims()
+            .iter()
+            .map(|d| {
+                if *d == one {
+                    one.clone()
+                } else {
+                    ctx.fresh_dim()
+                }
+            })
+            .collect()
+    } else {
+        (0..shape.rank() - n).map(|_| ctx.fresh_dim()).collect()
+    };
+    Ok(Inferred::new(dtype, Shape(dims)))
+}
+
 /// Softmax / log-softmax: float input, valid axis, same type out.
 pub(super) fn softmax(axis: i64, inputs: &[&ValueInfo]) -> Result<Inferred, String> {
     arity(inputs, 1, 1)?;

@@ -113,6 +113,14 @@ pub(super) fn attrs_of(op: &Op) -> Vec<(&'static str, AttrValue)> {
         Op::Reduce { axes, keepdims, .. } => {
             vec![("axes", Ints(axes.clone())), ("keepdims", Bool(*keepdims))]
         }
+        Op::DynReduce {
+            keepdims,
+            noop_with_empty_axes,
+            ..
+        } => vec![
+            ("keepdims", Bool(*keepdims)),
+            ("noop_with_empty_axes", Bool(*noop_with_empty_axes)),
+        ],
         Op::Softmax { axis }
         | Op::LogSoftmax { axis }
         | Op::Flatten { axis }
@@ -438,6 +446,12 @@ pub(super) fn op_from(
         })
     } else if let Some(b) = BinaryOp::ALL.iter().find(|b| b.name() == name) {
         Op::Binary(*b)
+    } else if let Some(r) = REDUCE.iter().find(|r| r.dyn_name() == name) {
+        Op::DynReduce {
+            op: *r,
+            keepdims: a.bool("keepdims", Some(true))?,
+            noop_with_empty_axes: a.bool("noop_with_empty_axes", Some(false))?,
+        }
     } else if let Some(r) = REDUCE.iter().find(|r| r.name() == name) {
         Op::Reduce {
             op: *r,

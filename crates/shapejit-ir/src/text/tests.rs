@@ -50,6 +50,7 @@ fn every_op() -> Graph {
     let x = b.input("x", DType::F32, shape!["n", 3, 8, 8]);
     let m = b.input("/m.0/in", DType::F32, shape!["n", 4]);
     let s = b.input("s", DType::I64, shape![]);
+    let axes = b.input("axes", DType::I64, shape![1]);
     let w = b.constant(
         "w",
         Tensor::from_vec(vec![0.5f32; 4 * 3 * 3 * 3], &[4, 3, 3, 3]).unwrap(),
@@ -149,6 +150,14 @@ fn every_op() -> Graph {
     for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod] {
         let _ = b.reduce(op, mm, &[], true).unwrap();
     }
+    for (op, keepdims) in [(ReduceOp::Sum, true), (ReduceOp::Max, false)] {
+        let dyn_op = crate::Op::DynReduce {
+            op,
+            keepdims,
+            noop_with_empty_axes: !keepdims,
+        };
+        let _ = b.op(dyn_op, &[mm, axes]).unwrap();
+    }
     let _ = b.softmax(mm, 1).unwrap();
     let _ = b.log_softmax(mm, -1).unwrap();
     let scale = b.constant("scale", Tensor::from_vec(vec![1f32; 4], &[4]).unwrap());
@@ -195,7 +204,7 @@ fn every_op_round_trips_and_verifies() {
     let text = g.to_string();
     assert!(
         text.contains(
-            "graph @\"every op\"(%x: f32[n, 3, 8, 8], %\"/m.0/in\": f32[n, 4], %s: i64[])"
+            "graph @\"every op\"(%x: f32[n, 3, 8, 8], %\"/m.0/in\": f32[n, 4], %s: i64[], %axes: i64[1])"
         ),
         "{text}"
     );

@@ -1,7 +1,9 @@
 //! Elementwise ops: unary activations, binary arithmetic/comparison/logic
 //! (with the pre-opset-7 `broadcast`/`axis` form), variadic Sum/Mean/Max/Min,
-//! Clip (attributes before opset 11, inputs from 11), Where, Cast, and the
-//! small compositions PRelu, Selu, Softplus and Mod.
+//! Clip (attributes before opset 11, inputs from 11: `max`/`min` ops when
+//! they are computed at run time), Where, Cast, and the small compositions
+//! PRelu, Selu, Softplus, Mod and BitShift (`x · 2^s` or `x / 2^s` in the
+//! compute dtype, which wrap and truncate as the shifts do).
 //!
 //! **Invariant:** the IR ops emitted compute the ONNX op's result for every
 //! input the ONNX op accepts at the model's opset (compositions included).
@@ -103,13 +105,27 @@ pub fn clip(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
             cx.float_or("max", f32::INFINITY)?,
         )
     } else {
-        let bound = |cx: &NodeCx, i: usize, what: &str, default: f32| match cx.opt_input(i)? {
+        let (lo, hi) = (cx.opt_input(1)?, cx.opt_input(2)?);
+        let computed = |v: Option<ValueId>| v.is_some_and(|v| cx.const_tensor(v).is_none());
+        if computed(lo) || computed(hi) {
+            // bounds computed at run time: max(x, lo), then min(·, hi), which
+            // propagate NaN as clip does
+            let mut y = x;
+            if let Some(lo) = lo {
+                y = cx.bin(BinaryOp::Max, y, lo)?;
+            }
+            if let Some(hi) = hi {
+                y = cx.bin(BinaryOp::Min, y, hi)?;
+            }
+            return Ok(vec![y]);
+        }
+        let bound = |cx: &NodeCx, v: Option<ValueId>, what: &str, default: f32| match v {
             Some(v) => cx.const_f32(v, what),
             None => Ok(default),
         };
         (
-            bound(cx, 1, "min", f32::NEG_INFINITY)?,
-            bound(cx, 2, "max", f32::INFINITY)?,
+            bound(cx, lo, "min", f32::NEG_INFINITY)?,
+            bound(cx, hi, "max", f32::INFINITY)?,
         )
     };
     Ok(vec![cx.op(Op::Unary(UnaryOp::Clip { min, max }), &[x])?])
@@ -223,4 +239,48 @@ pub fn modulo(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let fix = cx.bin(BinaryOp::And, differ, nonzero)?;
     let shifted = cx.bin(BinaryOp::Add, r, b)?;
     Ok(vec![cx.op(Op::Where, &[fix, shifted, r])?])
+}
+
+/// `BitShift(x, s; direction)`: `x · 2^s` (LEFT) or `⌊x / 2^s⌋` (RIGHT, an
+/// arithmetic shift for signed types), wrapping, in i64 (the compute dtype of
+/// every integer type but u64, see [`DType::compute`]; i32 is widened here),
+/// cast back to the input's dtype.
+pub fn bit_shift(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (x, s) = (cx.input(0)?, cx.input(1)?);
+    let left = match cx.attr_string("direction")?.as_deref() {
+        Some("LEFT") => true,
+        Some("RIGHT") => false,
+        other => {
+            return Err(cx.bad(format!("direction must be LEFT or RIGHT, got {other:?}")));
+        }
+    };
+    let dtype = cx.ty(x).dtype;
+    let wide = |cx: &mut NodeCx, v: ValueId| -> NodeResult<ValueId> {
+        if cx.ty(v).dtype == DType::I64 {
+            Ok(v)
+        } else {
+            cx.op(Op::Cast { to: DType::I64 }, &[v])
+        }
+    };
+    let (xw, sw) = (wide(cx, x)?, wide(cx, s)?);
+    let two = cx.const_scalar(DType::I64, 2.0);
+    let p = cx.bin(BinaryOp::Pow, two, sw)?;
+    let y = if left {
+        cx.bin(BinaryOp::Mul, xw, p)?
+    } else {
+        // floor division: the truncated quotient, less one where the
+        // remainder is negative (p > 0)
+        let q = cx.bin(BinaryOp::Div, xw, p)?;
+        let qp = cx.bin(BinaryOp::Mul, q, p)?;
+        let r = cx.bin(BinaryOp::Sub, xw, qp)?;
+        let zero = cx.const_scalar(DType::I64, 0.0);
+        let neg = cx.bin(BinaryOp::Lt, r, zero)?;
+        let one = cx.const_scalar(DType::I64, 1.0);
+        let q1 = cx.bin(BinaryOp::Sub, q, one)?;
+        cx.op(Op::Where, &[neg, q1, q])?
+    };
+    if dtype == DType::I64 {
+        return Ok(vec![y]);
+    }
+    Ok(vec![cx.op(Op::Cast { to: dtype }, &[y])?])
 }

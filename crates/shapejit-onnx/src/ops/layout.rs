@@ -128,8 +128,28 @@ pub fn trilu(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         return Err(cx.bad(format!("input rank {rank} < 2")));
     }
     let upper = cx.int_or("upper", 1)? != 0;
-    let k = diagonal(cx, 1)?;
     let d = known_dims(cx, x, rank - 2, "Trilu")?;
+    if let Some(k) = cx.opt_input(1)?
+        && cx.known_ints(k).is_none()
+    {
+        // k computed at run time: compare the constant offsets j − i with it
+        let offsets: Vec<i64> = (0..d[0])
+            .flat_map(|i| (0..d[1]).map(move |j| j - i))
+            .collect();
+        let offsets = Tensor::from_vec(offsets, &[d[0] as usize, d[1] as usize])
+            .map_err(|e| cx.bad(e.to_string()))?;
+        let offsets = cx.constant(offsets);
+        let k = if cx.ty(k).dtype == DType::I64 {
+            k
+        } else {
+            cx.op(Op::Cast { to: DType::I64 }, &[k])?
+        };
+        let cmp = if upper { BinaryOp::Ge } else { BinaryOp::Le };
+        let keep = cx.bin(cmp, offsets, k)?;
+        let zero = cx.scalar_like(x, 0.0);
+        return Ok(vec![cx.op(Op::Where, &[keep, x, zero])?]);
+    }
+    let k = diagonal(cx, 1)?;
     let keep = mask(
         cx,
         d[0],

@@ -37,6 +37,7 @@ mod control;
 mod elementwise;
 mod index;
 mod layout;
+mod loss;
 mod nn;
 mod norm;
 mod promote;
@@ -269,6 +270,13 @@ pub const OPS: &[(&str, &[i64], MapFn)] = &[
         ew::unary(cx, UnaryOp::Math(MathFn::Atanh))
     }),
     ("Mod", &[10, 13, 28], ew::modulo),
+    ("BitShift", &[11, 28], ew::bit_shift),
+    ("NegativeLogLikelihoodLoss", &[12, 13, 22], loss::nll),
+    (
+        "SoftmaxCrossEntropyLoss",
+        &[12, 13],
+        loss::softmax_cross_entropy,
+    ),
     ("GatherElements", &[11, 13], index::gather_elements),
     (
         "ScatterElements",

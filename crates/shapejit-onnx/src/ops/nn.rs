@@ -11,7 +11,7 @@
 //! validated here: positive sizes, one value per spatial dim, no overflow.
 
 use crate::node::{NodeCx, NodeResult};
-use shapejit_ir::{Op, ReduceOp, ValueId, Window2d};
+use shapejit_ir::{BinaryOp, Op, ReduceOp, UnaryOp, ValueId, Window2d};
 
 /// `MatMul`.
 pub fn matmul(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
@@ -86,7 +86,28 @@ pub fn layer_norm(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     cx.attrs.ignore("stash_type");
     let mut inputs = vec![x, scale];
     inputs.extend(cx.opt_input(2)?);
-    Ok(vec![cx.op(Op::LayerNorm { axis, epsilon }, &inputs)?])
+    let y = cx.op(Op::LayerNorm { axis, epsilon }, &inputs)?;
+    if !cx.wants_output(1) && !cx.wants_output(2) {
+        return Ok(vec![y]);
+    }
+    // Mean and InvStdDev, over the normalized axes, kept as 1
+    let rank = cx.rank(x);
+    let first = cx.axis(axis, rank, "axis")?;
+    let mean_over = |axes: &[usize]| Op::Reduce {
+        op: ReduceOp::Mean,
+        axes: axes.iter().map(|&a| a as i64).collect(),
+        keepdims: true,
+    };
+    let axes: Vec<usize> = (first..rank).collect();
+    let mean = cx.op(mean_over(&axes), &[x])?;
+    let d = cx.bin(BinaryOp::Sub, x, mean)?;
+    let sq = cx.bin(BinaryOp::Mul, d, d)?;
+    let var = cx.op(mean_over(&axes), &[sq])?;
+    let eps = cx.scalar_like(x, f64::from(epsilon));
+    let v = cx.bin(BinaryOp::Add, var, eps)?;
+    let sd = cx.un(UnaryOp::Sqrt, v)?;
+    let inv = cx.un(UnaryOp::Reciprocal, sd)?;
+    Ok(vec![y, mean, inv])
 }
 
 /// `BatchNormalization` in inference mode.

@@ -3,7 +3,8 @@
 //! compute dtypes and casts each result back ([`compute_dtype`]: the dtype
 //! table's [`DType::compute`], except that f64 stays f64 for the ops with f64
 //! kernels ([`F64_NATIVE`]: sums, products, quotients, extremes, `Neg`, `Abs`,
-//! `Relu`, `Clip`), and integers max-pool in f32, exactly).
+//! `Relu`, `Clip`), integers max-pool in f32, exactly, and booleans reduce in
+//! i64).
 //!
 //! Ops that run on every dtype as they are ([`ANY_DTYPE`]: data movement,
 //! indexing, comparisons, casts, control flow) are never promoted, so they stay
@@ -18,7 +19,7 @@
 
 use super::MapFn;
 use crate::node::{NodeCx, NodeResult};
-use shapejit_ir::{DType, Op, ValueId};
+use shapejit_ir::{DType, Op, UnaryOp, ValueId};
 
 /// Ops whose mappings run on every dtype without promotion.
 const ANY_DTYPE: &[&str] = &[
@@ -68,6 +69,8 @@ fn compute_dtype(op_type: &str, dtype: DType) -> DType {
         DType::F64 if F64_NATIVE.contains(&op_type) => DType::F64,
         // values of at most 16 bits are exact in f32; max-pool keeps them
         DType::I8 | DType::U8 | DType::I16 | DType::U16 if op_type == "MaxPool" => DType::F32,
+        // booleans reduce as 0 and 1 (max: any, min: all)
+        DType::Bool if op_type.starts_with("Reduce") => DType::I64,
         _ => dtype.compute(),
     }
 }
@@ -78,6 +81,8 @@ fn fixed_output(op_type: &str, i: usize) -> bool {
     match op_type {
         "ArgMax" | "ArgMin" | "NonZero" | "IsNaN" | "IsInf" => true,
         "TopK" | "MaxPool" => i == 1,
+        // Mean and InvStdDev are in the stash type, f32
+        "LayerNormalization" => i >= 1,
         _ => false,
     }
 }
@@ -124,6 +129,12 @@ pub(super) fn map_promoted(cx: &mut NodeCx, map: MapFn) -> NodeResult<Vec<ValueI
         .map(|(i, v)| {
             let dtype = cx.ty(v).dtype;
             match narrow.iter().find(|(_, wide)| *wide == dtype) {
+                Some(&(DType::Bool, _)) if !fixed_output(&op_type, i) => {
+                    // a reduction of no booleans gives i64::MIN for max, which
+                    // must read as false: clamp at 0 first
+                    let v = cx.un(UnaryOp::Relu, v)?;
+                    cx.op(Op::Cast { to: DType::Bool }, &[v])
+                }
                 Some(&(to, _)) if !fixed_output(&op_type, i) => cx.op(Op::Cast { to }, &[v]),
                 _ => Ok(v),
             }

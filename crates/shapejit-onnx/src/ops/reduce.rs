@@ -9,25 +9,96 @@
 //! matching NaN: the index NumPy's `argmax` gives. They need the size of the
 //! reduced axis to be known (the index vector is a constant).
 //!
+//! Axes computed at run time map to `dyn_reduce_*`.
+//!
 //! **Invariant:** the reduced axes and `keepdims` are those of the ONNX node;
 //! `noop_with_empty_axes` with no axes applies the op's elementwise parts only.
 
 use crate::node::{NodeCx, NodeResult};
 use shapejit_ir::{BinaryOp, DType, Op, ReduceOp, Tensor, UnaryOp, ValueId};
 
-/// The reduced axes and `keepdims`; `None` for a no-op (no axes and
-/// `noop_with_empty_axes`). `input_from` is the version axes became an input.
-fn reduce_args(cx: &NodeCx, input_from: i64) -> NodeResult<Option<(Vec<i64>, bool)>> {
+/// A node's reduced axes.
+enum Axes {
+    /// known at load (empty: every axis)
+    Known(Vec<i64>),
+    /// an i64 vector computed at run time (`dyn_reduce_*`)
+    Dynamic(ValueId),
+    /// no reduction: no axes and `noop_with_empty_axes`
+    Noop,
+}
+
+/// A node's reduction: its axes, `keepdims` and `noop_with_empty_axes`.
+/// `input_from` is the version axes became an input.
+struct Args {
+    axes: Axes,
+    keepdims: bool,
+    noop: bool,
+}
+
+fn reduce_args(cx: &NodeCx, input_from: i64) -> NodeResult<Args> {
     let keepdims = cx.int_or("keepdims", 1)? != 0;
     if cx.version < input_from {
-        return Ok(Some((cx.attr_ints("axes")?.unwrap_or_default(), keepdims)));
+        let axes = Axes::Known(cx.attr_ints("axes")?.unwrap_or_default());
+        return Ok(Args {
+            axes,
+            keepdims,
+            noop: false,
+        });
     }
     let noop = cx.int_or("noop_with_empty_axes", 0)? != 0;
     let axes = match cx.opt_input(1)? {
-        Some(v) => cx.const_ints(v, "axes")?,
+        Some(v) => match cx.known_ints(v) {
+            Some(axes) => axes,
+            None => {
+                return Ok(Args {
+                    axes: Axes::Dynamic(v),
+                    keepdims,
+                    noop,
+                });
+            }
+        },
         None => Vec::new(),
     };
-    Ok((!(axes.is_empty() && noop)).then_some((axes, keepdims)))
+    let axes = if axes.is_empty() && noop {
+        Axes::Noop
+    } else {
+        Axes::Known(axes)
+    };
+    Ok(Args {
+        axes,
+        keepdims,
+        noop,
+    })
+}
+
+/// Emits the reduction `op` of `x` over `args`' axes, keeping the reduced
+/// axes as 1 when `keepdims`.
+fn reduce_over(
+    cx: &mut NodeCx,
+    op: ReduceOp,
+    args: &Args,
+    keepdims: bool,
+    x: ValueId,
+) -> NodeResult<ValueId> {
+    match &args.axes {
+        Axes::Known(axes) => cx.op(
+            Op::Reduce {
+                op,
+                axes: axes.clone(),
+                keepdims,
+            },
+            &[x],
+        ),
+        Axes::Dynamic(axes) => cx.op(
+            Op::DynReduce {
+                op,
+                keepdims,
+                noop_with_empty_axes: args.noop,
+            },
+            &[x, *axes],
+        ),
+        Axes::Noop => Ok(x),
+    }
 }
 
 /// `Reduce*` mapped to one IR reduction.
@@ -37,10 +108,8 @@ pub fn reduce(cx: &mut NodeCx, op: ReduceOp, input_from: i64) -> NodeResult<Vec<
 }
 
 fn reduce_with(cx: &mut NodeCx, op: ReduceOp, input_from: i64, x: ValueId) -> NodeResult<ValueId> {
-    match reduce_args(cx, input_from)? {
-        Some((axes, keepdims)) => cx.op(Op::Reduce { op, axes, keepdims }, &[x]),
-        None => Ok(x),
-    }
+    let args = reduce_args(cx, input_from)?;
+    reduce_over(cx, op, &args, args.keepdims, x)
 }
 
 /// The reductions composed from a sum.
@@ -77,16 +146,12 @@ pub fn composed(cx: &mut NodeCx, kind: Composed) -> NodeResult<Vec<ValueId>> {
 /// (0 where it is infinite, so all-infinite rows give the unshifted result).
 pub fn log_sum_exp(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let x = cx.input(0)?;
-    let Some((axes, keepdims)) = reduce_args(cx, 18)? else {
+    let args = reduce_args(cx, 18)?;
+    if let Axes::Noop = args.axes {
         let e = cx.un(UnaryOp::Exp, x)?;
         return Ok(vec![cx.un(UnaryOp::Log, e)?]);
-    };
-    let reduce = |op| Op::Reduce {
-        op,
-        axes: axes.clone(),
-        keepdims: true,
-    };
-    let m = cx.op(reduce(ReduceOp::Max), &[x])?;
+    }
+    let m = reduce_over(cx, ReduceOp::Max, &args, true, x)?;
     let abs = cx.un(UnaryOp::Abs, m)?;
     let inf = cx.scalar_like(x, f64::INFINITY);
     let infinite = cx.bin(BinaryOp::Eq, abs, inf)?;
@@ -94,18 +159,15 @@ pub fn log_sum_exp(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let shift = cx.op(Op::Where, &[infinite, zero, m])?;
     let d = cx.bin(BinaryOp::Sub, x, shift)?;
     let e = cx.un(UnaryOp::Exp, d)?;
-    let s = cx.op(reduce(ReduceOp::Sum), &[e])?;
+    let s = reduce_over(cx, ReduceOp::Sum, &args, args.keepdims, e)?;
     let l = cx.un(UnaryOp::Log, s)?;
-    let y = cx.bin(BinaryOp::Add, l, shift)?;
-    if keepdims {
-        return Ok(vec![y]);
-    }
-    let axes = if axes.is_empty() {
-        (0..cx.rank(x) as i64).collect()
+    // the shift without the kept axes: a max over axes of size 1
+    let shift = if args.keepdims {
+        shift
     } else {
-        axes
+        reduce_over(cx, ReduceOp::Max, &args, false, shift)?
     };
-    Ok(vec![cx.op(Op::Squeeze { axes }, &[y])?])
+    Ok(vec![cx.bin(BinaryOp::Add, l, shift)?])
 }
 
 /// The indices `0..n` of `axis` as an i64 constant shaped to broadcast

@@ -211,6 +211,16 @@ pub fn output_types(op: &Op, inputs: &[TensorRef]) -> Result<OutTypes, OpError> 
         Op::Reduce { axes, keepdims, .. } => {
             single(reduce::reduce_type(op, axes, *keepdims, inputs)?)
         }
+        Op::DynReduce {
+            keepdims,
+            noop_with_empty_axes,
+            ..
+        } => single(reduce::dyn_reduce_type(
+            op,
+            *keepdims,
+            *noop_with_empty_axes,
+            inputs,
+        )?),
         Op::Softmax { axis } | Op::LogSoftmax { axis } => {
             single(norm::softmax_type(op, *axis, inputs)?)
         }
@@ -459,6 +469,11 @@ fn compute(
             },
         ),
         Op::Reduce { op: r, axes, .. } => reduce::reduce(op, *r, axes, inputs, &mut outputs[0]),
+        Op::DynReduce {
+            op: r,
+            noop_with_empty_axes,
+            ..
+        } => reduce::dyn_reduce(op, *r, *noop_with_empty_axes, inputs, &mut outputs[0]),
         Op::Softmax { axis } => norm::softmax(op, *axis, false, inputs, &mut outputs[0], scratch),
         Op::LogSoftmax { axis } => norm::softmax(op, *axis, true, inputs, &mut outputs[0], scratch),
         Op::LayerNorm { axis, epsilon } => {

@@ -1,4 +1,5 @@
-//! Reductions over axes (`reduce_*`) and `global_avg_pool`.
+//! Reductions over axes (`reduce_*`, and `dyn_reduce_*` whose axes are an
+//! input read at run time) and `global_avg_pool`.
 //!
 //! f32 sums, means and products accumulate in f64; integer ones in i64 with
 //! wrapping, cast back (so i32 wraps as i32 arithmetic would). Empty
@@ -7,7 +8,10 @@
 //!
 //! **Invariant:** `reduce_max`/`reduce_min` propagate NaN.
 
-use super::util::{arity, expect_dtype, kernel_err, norm_axis, shape_err, view_of};
+use super::util::{
+    Ints, arity, expect_dtype, kernel_err, norm_axis, out_view, read_ints, shape_err, view_of,
+    with_dtype,
+};
 use super::{OpError, OutType};
 use crate::tensor::{Dims, TensorMut, TensorRef};
 use shapejit_ir::{DType, Element, Op, ReduceOp};
@@ -51,6 +55,46 @@ pub(crate) fn reduce_type(
         })
         .collect();
     Ok(OutType { dtype, shape: out })
+}
+
+/// The axes of a `dyn_reduce_*` (input 1); `None`: no reduction (empty axes
+/// with `noop_with_empty_axes`).
+fn dyn_axes(op: &Op, noop: bool, inputs: &[TensorRef]) -> Result<Option<Ints>, OpError> {
+    arity(op, inputs, 2, 2)?;
+    let axes = read_ints(op, inputs, 1)?;
+    Ok((!(axes.is_empty() && noop)).then_some(axes))
+}
+
+pub(crate) fn dyn_reduce_type(
+    op: &Op,
+    keepdims: bool,
+    noop: bool,
+    inputs: &[TensorRef],
+) -> Result<OutType, OpError> {
+    match dyn_axes(op, noop, inputs)? {
+        Some(axes) => reduce_type(op, &axes, keepdims, &inputs[..1]),
+        None => Ok(OutType {
+            dtype: expect_dtype(op, inputs, 0, &[DType::F32, DType::I32, DType::I64])?,
+            shape: inputs[0].layout.shape.clone(),
+        }),
+    }
+}
+
+pub(crate) fn dyn_reduce(
+    op: &Op,
+    r: ReduceOp,
+    noop: bool,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    match dyn_axes(op, noop, inputs)? {
+        Some(axes) => reduce(op, r, &axes, &inputs[..1], out),
+        None => with_dtype!(inputs[0].dtype, T => {
+            let src = view_of::<T>(op, inputs, 0)?;
+            shapejit_kernels::elementwise::copy(&mut out_view::<T>(op, out)?, &src)
+                .map_err(kernel_err(op))
+        }),
+    }
 }
 
 /// The running maximum `a` with the next element `b`: NaN propagates, and a tie of ±0

@@ -1,0 +1,348 @@
+//! ONNX models built in Rust whose attributes arrive as run-time inputs
+//! (reduction axes, Clip bounds, Trilu's k) and the composed ops BitShift,
+//! LayerNormalization's statistics outputs and the two losses, against naive
+//! float64 references.
+
+mod common;
+
+use common::reference::{self as r, Arr, assert_close, unravel};
+use common::*;
+use shapejit_ir::Tensor;
+use shapejit_onnx::proto::{ModelProto, data_type};
+
+fn run(m: &ModelProto, inputs: &[Tensor]) -> Vec<Tensor> {
+    let g = import(m).unwrap_or_else(|e| panic!("import: {e}"));
+    let module = shapejit::Module::from_graph(g, shapejit::Options::interp()).unwrap();
+    module.runtime().run(inputs).unwrap()
+}
+
+fn i64s(v: &[i64]) -> Tensor {
+    Tensor::from_vec(v.to_vec(), &[v.len()]).unwrap()
+}
+
+#[test]
+fn reductions_over_axes_given_at_run_time() {
+    let mut rng = r::rng(71);
+    let x = r::random(&mut rng, &[2, 3, 4], -2.0, 2.0);
+    for (op, init, f) in [
+        (
+            "ReduceSum",
+            0.0,
+            (|a: f64, b: f64| a + b) as fn(f64, f64) -> f64,
+        ),
+        ("ReduceMax", f64::NEG_INFINITY, f64::max),
+        ("ReduceProd", 1.0, |a, b| a * b),
+    ] {
+        for keepdims in [0, 1] {
+            // the axes' count is known at load, their values only at run time
+            let model_for = |k: usize| {
+                let n = node(
+                    op,
+                    &["x", "axes"],
+                    &["y"],
+                    vec![a_int("keepdims", keepdims)],
+                );
+                let len = k.to_string();
+                model(
+                    18,
+                    graph(
+                        vec![n],
+                        vec![
+                            vf("x", &["b", "3", "4"]),
+                            vi("axes", data_type::INT64, &[len.as_str()]),
+                        ],
+                        vec![vf("y", &[])],
+                        vec![],
+                    ),
+                )
+            };
+            for axes in [vec![1i64], vec![-1, 0], vec![0, 1, 2], vec![]] {
+                let norm: Vec<usize> = if axes.is_empty() {
+                    vec![0, 1, 2]
+                } else {
+                    axes.iter().map(|&a| a.rem_euclid(3) as usize).collect()
+                };
+                let want = r::reduce(&x, &norm, keepdims == 1, init, f);
+                let out = run(&model_for(axes.len()), &[x.f32_tensor(), i64s(&axes)]);
+                assert_close(
+                    &out[0],
+                    &want,
+                    1e-6,
+                    1e-5,
+                    &format!("{op} {axes:?} {keepdims}"),
+                );
+            }
+            let g = import(&model_for(2)).unwrap();
+            let module = shapejit::Module::from_graph(g, shapejit::Options::interp()).unwrap();
+            let mut rt = module.runtime();
+            // a repeated axis is an error naming the node, not a panic
+            let err = rt.run(&[x.f32_tensor(), i64s(&[1, 1])]).unwrap_err();
+            assert!(err.to_string().contains("listed twice"), "{err}");
+        }
+    }
+    // noop_with_empty_axes: empty axes give the input (ReduceL2: |x|)
+    let n = node(
+        "ReduceL2",
+        &["x", "axes"],
+        &["y"],
+        vec![a_int("noop_with_empty_axes", 1), a_int("keepdims", 0)],
+    );
+    let m = model(
+        18,
+        graph(
+            vec![n],
+            vec![
+                vf("x", &["2", "3", "4"]),
+                vi("axes", data_type::INT64, &["0"]),
+            ],
+            vec![vf("y", &[])],
+            vec![],
+        ),
+    );
+    let out = run(&m, &[x.f32_tensor(), i64s(&[])]);
+    assert_close(&out[0], &x.map(f64::abs), 1e-6, 1e-5, "ReduceL2 noop");
+    let mut m = m;
+    let g = m.graph.as_mut().unwrap();
+    g.input[1] = vi("axes", data_type::INT64, &["1"]);
+    let out = run(&m, &[x.f32_tensor(), i64s(&[2])]);
+    let want = r::reduce(&x, &[2], false, 0.0, |a, b| a + b * b).map(f64::sqrt);
+    assert_close(&out[0], &want, 1e-6, 1e-5, "ReduceL2 axis 2");
+    // ReduceLogSumExp without keepdims over run-time axes
+    let n = node(
+        "ReduceLogSumExp",
+        &["x", "axes"],
+        &["y"],
+        vec![a_int("keepdims", 0)],
+    );
+    let m = model(
+        18,
+        graph(
+            vec![n],
+            vec![
+                vf("x", &["2", "3", "4"]),
+                vi("axes", data_type::INT64, &["2"]),
+            ],
+            vec![vf("y", &[])],
+            vec![],
+        ),
+    );
+    let out = run(&m, &[x.f32_tensor(), i64s(&[0, 2])]);
+    let want = r::reduce(&x, &[0, 2], false, 0.0, |a, b| a + b.exp()).map(f64::ln);
+    assert_close(&out[0], &want, 1e-6, 1e-5, "ReduceLogSumExp");
+}
+
+#[test]
+fn clip_bounds_and_trilu_k_given_at_run_time() {
+    let mut rng = r::rng(72);
+    let x = r::random(&mut rng, &[3, 5], -3.0, 3.0);
+    let n = node("Clip", &["x", "lo", "hi"], &["y"], vec![]);
+    let m = model(
+        13,
+        graph(
+            vec![n],
+            vec![vf("x", &["3", "5"]), vf("lo", &[]), vf("hi", &[])],
+            vec![vf("y", &[])],
+            vec![],
+        ),
+    );
+    let out = run(
+        &m,
+        &[
+            x.f32_tensor(),
+            Tensor::scalar(-1.0f32),
+            Tensor::scalar(0.5f32),
+        ],
+    );
+    assert_close(&out[0], &x.map(|v| v.clamp(-1.0, 0.5)), 0.0, 0.0, "clip");
+    // only a minimum
+    let n = node("Clip", &["x", "lo"], &["y"], vec![]);
+    let m = model(
+        13,
+        graph(
+            vec![n],
+            vec![vf("x", &["3", "5"]), vf("lo", &[])],
+            vec![vf("y", &[])],
+            vec![],
+        ),
+    );
+    let out = run(&m, &[x.f32_tensor(), Tensor::scalar(0.25f32)]);
+    assert_close(&out[0], &x.map(|v| v.max(0.25)), 0.0, 0.0, "clip min");
+
+    for upper in [0, 1] {
+        let n = node("Trilu", &["x", "k"], &["y"], vec![a_int("upper", upper)]);
+        let m = model(
+            14,
+            graph(
+                vec![n],
+                vec![vf("x", &["3", "5"]), vi("k", data_type::INT64, &[])],
+                vec![vf("y", &[])],
+                vec![],
+            ),
+        );
+        for k in [-2i64, 0, 1, 7] {
+            let out = run(&m, &[x.f32_tensor(), Tensor::scalar(k)]);
+            let want = Arr::new(
+                &[3, 5],
+                (0..15)
+                    .map(|f| {
+                        let (i, j) = ((f / 5) as i64, (f % 5) as i64);
+                        let keep = if upper == 1 { j - i >= k } else { j - i <= k };
+                        if keep { x.data[f] } else { 0.0 }
+                    })
+                    .collect(),
+            );
+            assert_close(&out[0], &want, 0.0, 0.0, &format!("trilu {upper} {k}"));
+        }
+    }
+}
+
+#[test]
+fn bit_shifts_wrap_in_their_type() {
+    for (dir, f) in [
+        (
+            "LEFT",
+            (|x: u8, s: u8| x.wrapping_shl(u32::from(s))) as fn(u8, u8) -> u8,
+        ),
+        ("RIGHT", |x, s| x >> s),
+    ] {
+        let n = node(
+            "BitShift",
+            &["x", "s"],
+            &["y"],
+            vec![a_str("direction", dir)],
+        );
+        let m = model(
+            11,
+            graph(
+                vec![n],
+                vec![
+                    vi("x", data_type::UINT8, &["4"]),
+                    vi("s", data_type::UINT8, &["4"]),
+                ],
+                vec![vi("y", data_type::UINT8, &["4"])],
+                vec![],
+            ),
+        );
+        let (x, s) = ([255u8, 16, 3, 128], [1u8, 2, 7, 0]);
+        let out = run(
+            &m,
+            &[
+                Tensor::from_vec(x.to_vec(), &[4]).unwrap(),
+                Tensor::from_vec(s.to_vec(), &[4]).unwrap(),
+            ],
+        );
+        let want: Vec<u8> = x.iter().zip(&s).map(|(&x, &s)| f(x, s)).collect();
+        assert_eq!(out[0].as_slice::<u8>().unwrap(), want.as_slice(), "{dir}");
+    }
+}
+
+#[test]
+fn layer_norm_gives_its_mean_and_inverse_deviation() {
+    let mut rng = r::rng(73);
+    let x = r::random(&mut rng, &[2, 3, 4], -2.0, 2.0);
+    let scale = r::random(&mut rng, &[3, 4], 0.5, 1.5);
+    let n = node(
+        "LayerNormalization",
+        &["x", "s"],
+        &["y", "mean", "inv"],
+        vec![a_int("axis", 1), a_float("epsilon", 1e-3)],
+    );
+    let s: Vec<f32> = scale.data.iter().map(|&v| v as f32).collect();
+    let m = model(
+        17,
+        graph(
+            vec![n],
+            vec![vf("x", &["2", "3", "4"])],
+            vec![vf("y", &[]), vf("mean", &[]), vf("inv", &[])],
+            vec![tf32("s", &[3, 4], &s)],
+        ),
+    );
+    let out = run(&m, &[x.f32_tensor()]);
+    let mean = r::mean(&x, &[1, 2], true);
+    let d = r::binary(&x, &mean, |a, m| a - m);
+    let var = r::mean(&d.map(|v| v * v), &[1, 2], true);
+    let inv = var.map(|v| 1.0 / (v + 1e-3f32 as f64).sqrt());
+    let y = r::binary(&r::binary(&d, &inv, |a, b| a * b), &scale, |a, b| a * b);
+    assert_close(&out[0], &y, 1e-5, 1e-4, "y");
+    assert_close(&out[1], &mean, 1e-6, 1e-5, "mean");
+    assert_close(&out[2], &inv, 1e-6, 1e-4, "inv_std_dev");
+}
+
+#[test]
+fn losses_match_their_definitions() {
+    let mut rng = r::rng(74);
+    let (n, c, d) = (3usize, 4usize, 2usize);
+    let scores = r::random(&mut rng, &[n, c, d], -2.0, 2.0);
+    let targets = [0i64, 3, -1, 2, 1, 3];
+    let weights = [0.5f32, 1.0, 2.0, 0.25];
+    let log_p = {
+        let sm = r::softmax(&scores, 1);
+        sm.map(f64::ln)
+    };
+    for reduction in ["none", "sum", "mean"] {
+        for weighted in [false, true] {
+            // the reference: per element −x[n, t, d]·w[t], 0 where t == −1
+            let (mut loss, mut wsum) = (Vec::new(), 0.0);
+            for (f, &t) in targets.iter().enumerate() {
+                let idx = unravel(f, &[n, d]);
+                if t == -1 {
+                    loss.push(0.0);
+                    continue;
+                }
+                let w = if weighted {
+                    weights[t as usize] as f64
+                } else {
+                    1.0
+                };
+                wsum += w;
+                loss.push(-log_p.at(&[idx[0], t as usize, idx[1]]) * w);
+            }
+            let want = match reduction {
+                "none" => Arr::new(&[n, d], loss),
+                "sum" => Arr::new(&[], vec![loss.iter().sum()]),
+                _ => Arr::new(&[], vec![loss.iter().sum::<f64>() / wsum]),
+            };
+            let mut ins = vec!["x", "t"];
+            let mut inits = vec![ti64("t", &[n as i64, d as i64], &targets)];
+            if weighted {
+                ins.push("w");
+                inits.push(tf32("w", &[c as i64], &weights));
+            }
+            let attrs = || vec![a_str("reduction", reduction), a_int("ignore_index", -1)];
+            // SoftmaxCrossEntropyLoss on the scores, with its log_prob output
+            let sce = node("SoftmaxCrossEntropyLoss", &ins, &["y", "lp"], attrs());
+            let m = model(
+                13,
+                graph(
+                    vec![sce],
+                    vec![vf("x", &["3", "4", "2"])],
+                    vec![vf("y", &[]), vf("lp", &[])],
+                    inits.clone(),
+                ),
+            );
+            let out = run(&m, &[scores.f32_tensor()]);
+            let what = format!("sce {reduction} weighted={weighted}");
+            assert_close(&out[0], &want, 1e-6, 1e-5, &what);
+            assert_close(&out[1], &log_p, 1e-6, 1e-5, "log_prob");
+            // NegativeLogLikelihoodLoss on the log-probabilities
+            let nll = node("NegativeLogLikelihoodLoss", &ins, &["y"], attrs());
+            let m = model(
+                13,
+                graph(
+                    vec![nll],
+                    vec![vf("x", &["3", "4", "2"])],
+                    vec![vf("y", &[])],
+                    inits,
+                ),
+            );
+            let out = run(&m, &[log_p.f32_tensor()]);
+            assert_close(
+                &out[0],
+                &want,
+                1e-6,
+                1e-5,
+                &format!("nll {reduction} {weighted}"),
+            );
+        }
+    }
+}

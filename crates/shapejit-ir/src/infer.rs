@@ -183,6 +183,18 @@ pub fn infer(op: &Op, inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Vec<I
         Op::Tile => one(movement::tile(inputs, ctx)),
         Op::Pad { pads, .. } => one(movement::pad(pads, inputs)),
         Op::Shape { start, end } => one(movement::shape_of(*start, *end, inputs)),
+        Op::Cumulative { .. } => {
+            arity(inputs, 2, 2)?;
+            let dtype = expect_dtype(inputs, 0, &ARITH)?;
+            expect_dtype(inputs, 1, &INTEGER)?;
+            if numel(&inputs[1].ty.shape)?.as_known() != Some(1) {
+                return Err(format!(
+                    "input 1 (axis) has shape {}, expected one element",
+                    inputs[1].ty.shape
+                ));
+            }
+            Ok(vec![Inferred::new(dtype, inputs[0].ty.shape.clone())])
+        }
         Op::Size => {
             arity(inputs, 1, 1)?;
             let numel = numel(&inputs[0].ty.shape)?;

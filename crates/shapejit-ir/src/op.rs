@@ -571,6 +571,18 @@ pub enum Op {
     },
     /// Element count as an i64 scalar. Inputs: `x`.
     Size,
+    /// Running sums (or products) along one axis. Inputs: `x`, `axis` (an
+    /// i32/i64 scalar or one-element vector read at run time). `exclusive`:
+    /// element `i` combines elements before `i` only; `reverse`: runs from the
+    /// end. Floats accumulate in their own type, in order; integers wrap.
+    Cumulative {
+        /// products instead of sums
+        product: bool,
+        /// leave out the element itself
+        exclusive: bool,
+        /// run from the last element to the first
+        reverse: bool,
+    },
     /// A constant tensor (weights are constants). No inputs.
     Constant {
         /// the value
@@ -684,6 +696,8 @@ impl Op {
             Op::Pad { .. } => "pad",
             Op::Shape { .. } => "shape",
             Op::Size => "size",
+            Op::Cumulative { product: false, .. } => "cum_sum",
+            Op::Cumulative { product: true, .. } => "cum_prod",
             Op::Constant { .. } => "constant",
             Op::ConstantOfShape { .. } => "constant_of_shape",
             Op::Range => "range",

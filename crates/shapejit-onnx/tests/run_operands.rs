@@ -346,3 +346,135 @@ fn losses_match_their_definitions() {
         }
     }
 }
+
+#[test]
+fn pad_value_given_at_run_time() {
+    let mut rng = r::rng(75);
+    let x = r::random(&mut rng, &[2, 3], -1.0, 1.0);
+    let n = node("Pad", &["x", "pads", "v"], &["y"], vec![]);
+    let m = model(
+        18,
+        graph(
+            vec![n],
+            vec![vf("x", &["2", "3"]), vf("v", &[])],
+            vec![vf("y", &[])],
+            vec![ti64("pads", &[4], &[1, 0, 0, 2])],
+        ),
+    );
+    let out = run(&m, &[x.f32_tensor(), Tensor::scalar(7.5f32)]);
+    assert_close(&out[0], &r::pad(&x, &[1, 0, 0, 2], 7.5), 0.0, 0.0, "pad");
+}
+
+#[test]
+fn float_mod_takes_the_divisors_sign() {
+    let a = [5.5f32, -5.5, 5.5, -5.5, 3.0, -2.0, 0.0];
+    let b = [2.0f32, 2.0, -2.0, -2.0, f32::INFINITY, f32::INFINITY, 3.0];
+    let n = node("Mod", &["a", "b"], &["y"], vec![a_int("fmod", 0)]);
+    let m = model(
+        13,
+        graph(
+            vec![n],
+            vec![vf("a", &["7"]), vf("b", &["7"])],
+            vec![vf("y", &[])],
+            vec![],
+        ),
+    );
+    let out = run(
+        &m,
+        &[
+            Tensor::from_vec(a.to_vec(), &[7]).unwrap(),
+            Tensor::from_vec(b.to_vec(), &[7]).unwrap(),
+        ],
+    );
+    // NumPy's mod: the remainder of floor division
+    let want: Vec<f64> = a
+        .iter()
+        .zip(&b)
+        .map(|(&a, &b)| {
+            let (a, b) = (a as f64, b as f64);
+            let r = a % b;
+            if r != 0.0 && (r < 0.0) != (b < 0.0) {
+                r + b
+            } else {
+                r
+            }
+        })
+        .collect();
+    // exact, infinities included
+    assert_eq!(out[0].to_f64_vec(), want, "mod");
+}
+
+#[test]
+fn cumulative_sums_and_products() {
+    let mut rng = r::rng(76);
+    let x = r::random(&mut rng, &[2, 3, 4], 0.5, 1.5);
+    for (op, opset) in [("CumSum", 14), ("CumProd", 26)] {
+        for (exclusive, reverse) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+            let n = node(
+                op,
+                &["x", "axis"],
+                &["y"],
+                vec![a_int("exclusive", exclusive), a_int("reverse", reverse)],
+            );
+            let m = model(
+                opset,
+                graph(
+                    vec![n],
+                    vec![vf("x", &["2", "3", "4"]), vi("axis", data_type::INT32, &[])],
+                    vec![vf("y", &[])],
+                    vec![],
+                ),
+            );
+            for axis in [0i32, 1, -1] {
+                let a = axis.rem_euclid(3) as usize;
+                let want = Arr::new(
+                    &[2, 3, 4],
+                    (0..24)
+                        .map(|f| {
+                            let idx = unravel(f, &[2, 3, 4]);
+                            let mut acc = if op == "CumSum" { 0.0 } else { 1.0 };
+                            for k in 0..x.shape[a] {
+                                let before = if reverse == 1 { k > idx[a] } else { k < idx[a] };
+                                if before || (exclusive == 0 && k == idx[a]) {
+                                    let mut j = idx.clone();
+                                    j[a] = k;
+                                    acc = if op == "CumSum" {
+                                        acc + x.at(&j)
+                                    } else {
+                                        acc * x.at(&j)
+                                    };
+                                }
+                            }
+                            acc
+                        })
+                        .collect(),
+                );
+                let out = run(&m, &[x.f32_tensor(), Tensor::scalar(axis)]);
+                let what = format!("{op} axis {axis} exclusive {exclusive} reverse {reverse}");
+                assert_close(&out[0], &want, 1e-6, 1e-5, &what);
+            }
+        }
+    }
+    // integers wrap in their own type
+    let n = node("CumSum", &["x", "axis"], &["y"], vec![]);
+    let m = model(
+        14,
+        graph(
+            vec![n],
+            vec![
+                vi("x", data_type::INT8, &["3"]),
+                vi("axis", data_type::INT64, &["1"]),
+            ],
+            vec![vi("y", data_type::INT8, &["3"])],
+            vec![],
+        ),
+    );
+    let out = run(
+        &m,
+        &[
+            Tensor::from_vec(vec![100i8, 100, -50], &[3]).unwrap(),
+            i64s(&[0]),
+        ],
+    );
+    assert_eq!(out[0].as_slice::<i8>().unwrap(), &[100, -56, -106]);
+}

@@ -309,3 +309,58 @@ fn range_in_every_dtype() {
         Err(OpError::Value { .. })
     ));
 }
+
+#[test]
+fn cumulative_runs_along_any_axis_of_strided_inputs() {
+    let mut rng = Rng::new(61);
+    for case in 0..12 {
+        let rank = rng.range(1, 4);
+        let shape = rng.shape(rank, 5, false);
+        let x = Host::random(&mut rng, &shape, KINDS[case % 3], |r| {
+            r.range(0, 7) as i64 - 3
+        });
+        let axis = rng.range(0, rank);
+        let (product, exclusive, reverse) = (case % 2 == 1, case % 3 == 1, case % 4 >= 2);
+        let op = Op::Cumulative {
+            product,
+            exclusive,
+            reverse,
+        };
+        let a = Host::from_vals(&[axis as i64 - rank as i64], &[1]);
+        let out = run(&op, &[&x, &a]).unwrap();
+        let want: Vec<f64> = (0..x.vals.len())
+            .map(|f| {
+                let idx = unravel(f, &shape);
+                let mut acc = if product { 1.0 } else { 0.0 };
+                for k in 0..shape[axis] {
+                    let before = if reverse {
+                        k > idx[axis]
+                    } else {
+                        k < idx[axis]
+                    };
+                    if before || (!exclusive && k == idx[axis]) {
+                        let mut j = idx.clone();
+                        j[axis] = k;
+                        let v = x.vals[j.iter().zip(&shape).fold(0, |o, (&i, &n)| o * n + i)];
+                        acc = if product { acc * v } else { acc + v };
+                    }
+                }
+                acc
+            })
+            .collect();
+        assert_eq!(out[0].ty.shape.as_slice(), shape.as_slice());
+        assert_exact(
+            &format!("{op:?} axis {axis} on {shape:?}"),
+            &out[0].vals,
+            &want,
+        );
+    }
+    let x = Host::f32(&mut rng, &[2, 3], Kind::Contiguous);
+    let far = Host::from_vals(&[2i64], &[1]);
+    let op = Op::Cumulative {
+        product: false,
+        exclusive: false,
+        reverse: false,
+    };
+    assert!(matches!(run(&op, &[&x, &far]), Err(OpError::Shape { .. })));
+}

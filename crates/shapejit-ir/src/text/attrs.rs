@@ -189,6 +189,9 @@ pub(super) fn attrs_of(op: &Op) -> Vec<(&'static str, AttrValue)> {
             v
         }
         Op::Loop { n_carried, .. } => vec![("n_carried", Int(*n_carried as i64))],
+        Op::Cumulative {
+            exclusive, reverse, ..
+        } => vec![("exclusive", Bool(*exclusive)), ("reverse", Bool(*reverse))],
         Op::Unary(_)
         | Op::Binary(_)
         | Op::Where
@@ -545,6 +548,11 @@ pub(super) fn op_from(
                 end: a.opt_int("end")?,
             },
             "size" => Op::Size,
+            "cum_sum" | "cum_prod" => Op::Cumulative {
+                product: name == "cum_prod",
+                exclusive: a.bool("exclusive", Some(false))?,
+                reverse: a.bool("reverse", Some(false))?,
+            },
             "constant_of_shape" => Op::ConstantOfShape {
                 value: a.tensor("value")?,
             },

@@ -158,6 +158,14 @@ fn every_op() -> Graph {
         };
         let _ = b.op(dyn_op, &[mm, axes]).unwrap();
     }
+    for product in [false, true] {
+        let cum = crate::Op::Cumulative {
+            product,
+            exclusive: product,
+            reverse: !product,
+        };
+        let _ = b.op(cum, &[mm, s]).unwrap();
+    }
     let _ = b.softmax(mm, 1).unwrap();
     let _ = b.log_softmax(mm, -1).unwrap();
     let scale = b.constant("scale", Tensor::from_vec(vec![1f32; 4], &[4]).unwrap());

@@ -209,9 +209,6 @@ pub fn modulo(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let (a, b) = (cx.input(0)?, cx.input(1)?);
     let fmod = cx.int_or("fmod", 0)? != 0;
     let float = cx.ty(a).dtype == DType::F32;
-    if float && !fmod {
-        return Err(cx.unsupported("fmod = 0 on floating-point inputs"));
-    }
     let q = cx.bin(BinaryOp::Div, a, b)?;
     let q = if float {
         let zero = cx.scalar_like(q, 0.0);
@@ -224,6 +221,18 @@ pub fn modulo(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     };
     let bq = cx.bin(BinaryOp::Mul, b, q)?;
     let r = cx.bin(BinaryOp::Sub, a, bq)?;
+    let r = if float {
+        // a finite `a` over an infinite `b` is `a` (a − ∞·0 would be NaN)
+        let inf = cx.scalar_like(a, f64::INFINITY);
+        let b_abs = cx.un(UnaryOp::Abs, b)?;
+        let b_inf = cx.bin(BinaryOp::Eq, b_abs, inf)?;
+        let a_abs = cx.un(UnaryOp::Abs, a)?;
+        let a_finite = cx.bin(BinaryOp::Lt, a_abs, inf)?;
+        let keep = cx.bin(BinaryOp::And, b_inf, a_finite)?;
+        cx.op(Op::Where, &[keep, a, r])?
+    } else {
+        r
+    };
     if fmod {
         return Ok(vec![r]);
     }

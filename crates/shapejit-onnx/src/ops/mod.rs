@@ -271,6 +271,8 @@ pub const OPS: &[(&str, &[i64], MapFn)] = &[
     }),
     ("Mod", &[10, 13, 28], ew::modulo),
     ("BitShift", &[11, 28], ew::bit_shift),
+    ("CumSum", &[11, 14], |cx| shape::cumulative(cx, false)),
+    ("CumProd", &[26], |cx| shape::cumulative(cx, true)),
     ("NegativeLogLikelihoodLoss", &[12, 13, 22], loss::nll),
     (
         "SoftmaxCrossEntropyLoss",

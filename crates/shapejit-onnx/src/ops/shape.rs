@@ -238,6 +238,8 @@ pub fn pad(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     if !matches!(mode.as_str(), "constant" | "reflect" | "edge") {
         return Err(cx.unsupported(format!("mode = '{mode}'")));
     }
+    // a constant value computed at run time
+    let mut computed = None;
     let (pads, value) = if cx.opset() < 11 {
         let pads = cx
             .attr_ints("pads")?
@@ -246,6 +248,10 @@ pub fn pad(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     } else {
         let pads = cx.const_ints(cx.input(1)?, "pads")?;
         let value = match cx.opt_input(2)? {
+            Some(v) if cx.const_tensor(v).is_none() && mode == "constant" => {
+                computed = Some(v);
+                0.0
+            }
             Some(v) => cx.const_f32(v, "constant_value")?,
             None => 0.0,
         };
@@ -273,6 +279,30 @@ pub fn pad(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
             pads.len(),
             2 * rank
         )));
+    }
+    if let Some(value) = computed {
+        // the input padded with 0 where a mask of its extent (padded with
+        // false) holds, the value elsewhere
+        let shape = cx.op(
+            Op::Shape {
+                start: 0,
+                end: None,
+            },
+            &[x],
+        )?;
+        let inside = cx.op(
+            Op::ConstantOfShape {
+                value: Tensor::scalar(true),
+            },
+            &[shape],
+        )?;
+        let zero_pad = Op::Pad {
+            pads: pads.clone(),
+            value: 0.0,
+        };
+        let mask = cx.op(zero_pad.clone(), &[inside])?;
+        let padded = cx.op(zero_pad, &[x])?;
+        return Ok(vec![cx.op(Op::Where, &[mask, padded, value])?]);
     }
     if mode == "constant" {
         return Ok(vec![cx.op(Op::Pad { pads, value }, &[x])?]);
@@ -460,4 +490,20 @@ pub fn dropout(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         &[shape],
     )?;
     Ok(vec![x, mask])
+}
+
+/// `CumSum` / `CumProd(x, axis; exclusive, reverse)`: `cum_sum` / `cum_prod`
+/// with the axis read at run time.
+pub fn cumulative(cx: &mut NodeCx, product: bool) -> NodeResult<Vec<ValueId>> {
+    let (x, axis) = (cx.input(0)?, cx.input(1)?);
+    let exclusive = cx.int_or("exclusive", 0)? != 0;
+    let reverse = cx.int_or("reverse", 0)? != 0;
+    Ok(vec![cx.op(
+        Op::Cumulative {
+            product,
+            exclusive,
+            reverse,
+        },
+        &[x, axis],
+    )?])
 }

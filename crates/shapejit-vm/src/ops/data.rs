@@ -1,5 +1,6 @@
 //! Data-movement and constant-producing ops: concat, split, gather, tile, pad,
-//! shape, size, constant_of_shape, range.
+//! shape, size, constant_of_shape, range; and the running sums and products
+//! (`cum_sum`, `cum_prod`).
 //!
 //! All are strided copies on the kernels' engine: concat writes each input into
 //! a narrowed region of the output, split reads narrowed regions, tile writes
@@ -482,4 +483,130 @@ pub(crate) fn range(op: &Op, inputs: &[TensorRef], out: &mut TensorMut) -> Resul
         }
     }
     Ok(())
+}
+
+/// The attributes of `cum_sum` / `cum_prod`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CumFlags {
+    pub product: bool,
+    pub exclusive: bool,
+    pub reverse: bool,
+}
+
+/// Element types with the running combinations (floats in their own type,
+/// integers wrapping).
+trait Accumulate: Element {
+    const ZERO: Self;
+    const ONE: Self;
+    fn plus(self, o: Self) -> Self;
+    fn times(self, o: Self) -> Self;
+}
+
+macro_rules! accumulate {
+    ($t:ty, $zero:expr, $one:expr, $plus:expr, $times:expr) => {
+        impl Accumulate for $t {
+            const ZERO: $t = $zero;
+            const ONE: $t = $one;
+            fn plus(self, o: $t) -> $t {
+                $plus(self, o)
+            }
+            fn times(self, o: $t) -> $t {
+                $times(self, o)
+            }
+        }
+    };
+}
+accumulate!(f32, 0.0, 1.0, |a: f32, b| a + b, |a: f32, b| a * b);
+accumulate!(f64, 0.0, 1.0, |a: f64, b| a + b, |a: f64, b| a * b);
+accumulate!(i32, 0, 1, i32::wrapping_add, i32::wrapping_mul);
+accumulate!(i64, 0, 1, i64::wrapping_add, i64::wrapping_mul);
+
+/// The normalized axis of a `cum_*` (input 1, one element).
+fn cum_axis(op: &Op, inputs: &[TensorRef]) -> Result<usize, OpError> {
+    arity(op, inputs, 2, 2)?;
+    match read_ints(op, inputs, 1)?.as_slice() {
+        [axis] => norm_axis(op, *axis, inputs[0].shape().len()),
+        other => Err(value_err(
+            op,
+            format!("axis must be one value, got {other:?}"),
+        )),
+    }
+}
+
+pub(crate) fn cumulative_type(op: &Op, inputs: &[TensorRef]) -> Result<OutType, OpError> {
+    cum_axis(op, inputs)?;
+    let dtype = expect_dtype(
+        op,
+        inputs,
+        0,
+        &[DType::F32, DType::F64, DType::I32, DType::I64],
+    )?;
+    Ok(OutType {
+        dtype,
+        shape: inputs[0].layout.shape.clone(),
+    })
+}
+
+fn cumulative_of<T: Accumulate>(
+    op: &Op,
+    axis: usize,
+    flags: CumFlags,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    let x = &inputs[0];
+    let shape = x.shape();
+    let (n, inner) = (shape[axis], shape[axis + 1..].iter().product::<usize>());
+    let outer: usize = shape[..axis].iter().product();
+    let dst = out.elems_mut::<T>().ok_or_else(|| OpError::Output {
+        op: op.name(),
+        index: 0,
+        message: format!("not a contiguous {} buffer", T::DTYPE),
+    })?;
+    let (identity, combine): (T, fn(T, T) -> T) = if flags.product {
+        (T::ONE, T::times)
+    } else {
+        (T::ZERO, T::plus)
+    };
+    for o in 0..outer {
+        for i in 0..inner {
+            let mut acc = identity;
+            for step in 0..n {
+                let k = if flags.reverse { n - 1 - step } else { step };
+                let at = (o * n + k) * inner + i;
+                let v = x
+                    .get_flat::<T>(at)
+                    .ok_or_else(|| value_err(op, format!("element {at} is unreadable")))?;
+                if flags.exclusive {
+                    dst[at] = acc;
+                    acc = combine(acc, v);
+                } else {
+                    acc = combine(acc, v);
+                    dst[at] = acc;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn cumulative(
+    op: &Op,
+    flags: CumFlags,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    let axis = cum_axis(op, inputs)?;
+    match inputs[0].dtype {
+        DType::F32 => cumulative_of::<f32>(op, axis, flags, inputs, out),
+        DType::F64 => cumulative_of::<f64>(op, axis, flags, inputs, out),
+        DType::I32 => cumulative_of::<i32>(op, axis, flags, inputs, out),
+        DType::I64 => cumulative_of::<i64>(op, axis, flags, inputs, out),
+        other => Err(OpError::DType {
+            op: op.name(),
+            input: 0,
+            expected: "f32, f64, i32 or i64".into(),
+            actual: other,
+        }),
+    }
 }

@@ -248,6 +248,7 @@ pub fn output_types(op: &Op, inputs: &[TensorRef]) -> Result<OutTypes, OpError> 
         Op::ScatterNd { .. } => single(index::scatter_nd_type(op, inputs)?),
         Op::Pad { pads, .. } => single(data::pad_type(op, pads, inputs)?),
         Op::Shape { start, end } => single(data::shape_type(op, *start, *end, inputs)?),
+        Op::Cumulative { .. } => single(data::cumulative_type(op, inputs)?),
         Op::Size => {
             arity(op, inputs, 1, 1)?;
             single(OutType::new(DType::I64, Dims::new()))
@@ -504,6 +505,20 @@ fn compute(
         Op::Pad { pads, value } => data::pad(op, pads, *value, inputs, &mut outputs[0]),
         Op::Shape { start, .. } => data::shape(op, *start, inputs, &mut outputs[0]),
         Op::Size => data::size(op, inputs, &mut outputs[0]),
+        Op::Cumulative {
+            product,
+            exclusive,
+            reverse,
+        } => data::cumulative(
+            op,
+            data::CumFlags {
+                product: *product,
+                exclusive: *exclusive,
+                reverse: *reverse,
+            },
+            inputs,
+            &mut outputs[0],
+        ),
         Op::ConstantOfShape { value } => data::constant_of_shape(op, value, &mut outputs[0]),
         Op::Range => data::range(op, inputs, &mut outputs[0]),
         Op::Conv2d { window, groups } => {

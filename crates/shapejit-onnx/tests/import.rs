@@ -493,15 +493,26 @@ fn conv_and_pools_geometry() {
     let g = one_node(13, n, vec![vf("x", &["b", "3", "7"])], vec![]).unwrap();
     assert_eq!(ops_of(&g), ["unsqueeze", "avg_pool2d", "squeeze"]);
     assert_eq!(out_type(&g, 0), "f32[b, 3, 7]");
+    // 3-D: depth folded into the batch, one 2-D conv per depth tap
+    let n = node("Conv", &["x", "w"], &["y"], vec![]);
+    let g = one_node(
+        13,
+        n,
+        vec![vf("x", &["1", "3", "4", "4", "4"])],
+        vec![tf32("w", &[1, 3, 2, 1, 1], &[1.0; 6])],
+    )
+    .unwrap();
+    assert_eq!(ops_of(&g).iter().filter(|o| **o == "conv2d").count(), 2);
+    assert_eq!(out_type(&g, 0), "f32[1, 1, 3, 4, 4]");
     let n = node("Conv", &["x", "w"], &["y"], vec![]);
     let err = one_node(
         13,
         n,
-        vec![vf("x", &["1", "3", "4", "4", "4"])],
-        vec![tf32("w", &[1, 3, 1, 1, 1], &[1.0; 3])],
+        vec![vf("x", &["1", "3", "4", "4", "4", "4"])],
+        vec![tf32("w", &[1, 3, 1, 1, 1, 1], &[1.0; 3])],
     )
     .unwrap_err();
-    assert!(err.to_string().contains("rank 5"), "{err}");
+    assert!(err.to_string().contains("rank 6"), "{err}");
 }
 
 #[test]

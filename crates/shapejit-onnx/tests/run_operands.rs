@@ -478,3 +478,153 @@ fn cumulative_sums_and_products() {
     );
     assert_eq!(out[0].as_slice::<i8>().unwrap(), &[100, -56, -106]);
 }
+
+/// Naive NCDHW convolution (groups, strides, dilations, pads `[d0, h0, w0, d1, h1, w1]`)
+/// or pool (`w` = `None`: max or mean over the window's in-bounds cells, or over all
+/// cells, padding counted as 0, with `count_pad`).
+fn naive3d(
+    x: &Arr,
+    w: Option<&Arr>,
+    (kernel, strides, dil, pads): ([usize; 3], [usize; 3], [usize; 3], [usize; 6]),
+    (groups, max, count_pad): (usize, bool, bool),
+) -> Arr {
+    let (n, c) = (x.shape[0], x.shape[1]);
+    let c_out = w.map_or(c, |w| w.shape[0]);
+    let osz: Vec<usize> = (0..3)
+        .map(|i| {
+            (x.shape[2 + i] + pads[i] + pads[i + 3] - (kernel[i] - 1) * dil[i] - 1) / strides[i] + 1
+        })
+        .collect();
+    let shape = [n, c_out, osz[0], osz[1], osz[2]];
+    let data = (0..shape.iter().product::<usize>())
+        .map(|f| {
+            let o = unravel(f, &shape);
+            let (mut acc, mut count) = (if max { f64::NEG_INFINITY } else { 0.0 }, 0usize);
+            let cin_g = c / groups;
+            let chans: Vec<usize> = match w {
+                Some(_) => {
+                    let g = o[1] / (c_out / groups);
+                    (g * cin_g..(g + 1) * cin_g).collect()
+                }
+                None => vec![o[1]],
+            };
+            for &ci in &chans {
+                for a in 0..kernel[0] {
+                    for b in 0..kernel[1] {
+                        for e in 0..kernel[2] {
+                            let k = [a, b, e];
+                            let pos: Vec<i64> = (0..3)
+                                .map(|i| {
+                                    (o[2 + i] * strides[i] + k[i] * dil[i]) as i64 - pads[i] as i64
+                                })
+                                .collect();
+                            let inside =
+                                (0..3).all(|i| pos[i] >= 0 && pos[i] < x.shape[2 + i] as i64);
+                            if !inside {
+                                if count_pad {
+                                    count += 1;
+                                }
+                                continue;
+                            }
+                            let v = x.at(&[
+                                o[0],
+                                ci,
+                                pos[0] as usize,
+                                pos[1] as usize,
+                                pos[2] as usize,
+                            ]);
+                            count += 1;
+                            acc = match w {
+                                Some(w) => acc + v * w.at(&[o[1], ci - chans[0], a, b, e]),
+                                None if max => acc.max(v),
+                                None => acc + v,
+                            };
+                        }
+                    }
+                }
+            }
+            if w.is_none() && !max {
+                acc / count as f64
+            } else {
+                acc
+            }
+        })
+        .collect();
+    Arr::new(&shape, data)
+}
+
+#[test]
+fn three_d_convolutions_and_pools_fold_depth_into_the_batch() {
+    let mut rng = r::rng(77);
+    let x = r::random(&mut rng, &[2, 4, 5, 6, 5], -1.0, 1.0);
+    let ints = |v: &[usize]| v.iter().map(|&u| u as i64).collect::<Vec<i64>>();
+    let cases = [
+        ([3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1, 1, 1, 1], 1),
+        ([2, 3, 2], [2, 1, 2], [1, 2, 1], [0, 1, 0, 1, 0, 1], 2),
+        ([3, 1, 2], [1, 2, 1], [2, 1, 1], [2, 0, 1, 0, 0, 1], 4),
+    ];
+    for (kernel, strides, dil, pads, groups) in cases {
+        let geo = (kernel, strides, dil, pads);
+        let attrs = || {
+            vec![
+                a_ints("kernel_shape", &ints(&kernel)),
+                a_ints("strides", &ints(&strides)),
+                a_ints("dilations", &ints(&dil)),
+                a_ints("pads", &ints(&pads)),
+            ]
+        };
+        // conv with bias
+        let wshape = [8, 4 / groups, kernel[0], kernel[1], kernel[2]];
+        let w = r::random(&mut rng, &wshape, -1.0, 1.0);
+        let wf: Vec<f32> = w.data.iter().map(|&v| v as f32).collect();
+        let mut conv_attrs = attrs();
+        conv_attrs.push(a_int("group", groups as i64));
+        let n = node("Conv", &["x", "w", "b"], &["y"], conv_attrs);
+        let m = model(
+            11,
+            graph(
+                vec![n],
+                vec![vf("x", &["n", "4", "5", "6", "5"])],
+                vec![vf("y", &[])],
+                vec![
+                    tf32("w", &ints(&wshape), &wf),
+                    tf32("b", &[8], &[0.5, -0.5, 1.0, 0.0, 0.25, 2.0, -1.0, 0.75]),
+                ],
+            ),
+        );
+        let out = run(&m, &[x.f32_tensor()]);
+        let want = naive3d(&x, Some(&w), geo, (groups, false, false));
+        let bias = Arr::new(
+            &[1, 8, 1, 1, 1],
+            vec![0.5, -0.5, 1.0, 0.0, 0.25, 2.0, -1.0, 0.75],
+        );
+        let want = r::binary(&want, &bias, |a, b| a + b);
+        assert_close(&out[0], &want, 1e-5, 1e-4, &format!("conv {kernel:?}"));
+        // pools (average pools count the padding)
+        for (op, max) in [("MaxPool", true), ("AveragePool", false)] {
+            let mut pool_attrs = attrs();
+            if !max {
+                pool_attrs.retain(|a| a.name != "dilations");
+                pool_attrs.push(a_int("count_include_pad", 1));
+            }
+            let n = node(op, &["x"], &["y"], pool_attrs);
+            let m = model(
+                19,
+                graph(
+                    vec![n],
+                    vec![vf("x", &["n", "4", "5", "6", "5"])],
+                    vec![vf("y", &[])],
+                    vec![],
+                ),
+            );
+            let out = run(&m, &[x.f32_tensor()]);
+            let geo = if max {
+                geo
+            } else {
+                (kernel, strides, [1; 3], pads)
+            };
+            let want = naive3d(&x, None, geo, (1, max, !max));
+            assert_close(&out[0], &want, 1e-6, 1e-5, &format!("{op} {kernel:?}"));
+        }
+    }
+}

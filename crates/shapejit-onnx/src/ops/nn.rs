@@ -129,7 +129,7 @@ pub fn batch_norm(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     Ok(vec![cx.op(Op::BatchNorm { epsilon }, &inputs)?])
 }
 
-/// Spatial geometry read from the attributes, for 1 or 2 spatial dims.
+/// Spatial geometry read from the attributes, for 1, 2 or 3 spatial dims.
 struct Geometry {
     kernel: Vec<usize>,
     strides: Vec<usize>,
@@ -260,8 +260,17 @@ fn geometry(
 }
 
 impl Geometry {
-    /// As a 2-D window; 1-D geometry gets a unit H axis.
+    /// As a 2-D window; 1-D geometry gets a unit H axis, 3-D geometry gives
+    /// its H and W part (see [`fold_depth`]).
     fn window(&self) -> Window2d {
+        if self.kernel.len() == 3 {
+            return Window2d {
+                kernel: [self.kernel[1], self.kernel[2]],
+                strides: [self.strides[1], self.strides[2]],
+                pads: [self.pads[1], self.pads[2], self.pads[4], self.pads[5]],
+                dilations: [self.dilations[1], self.dilations[2]],
+            };
+        }
         if self.kernel.len() == 1 {
             return Window2d {
                 kernel: [1, self.kernel[0]],
@@ -279,15 +288,155 @@ impl Geometry {
     }
 }
 
-/// The number of spatial dims of an NC... input (1 or 2), else unsupported.
+/// The number of spatial dims of an NC... input (1, 2 or 3), else unsupported.
 fn spatial_dims(cx: &NodeCx, x: ValueId) -> NodeResult<usize> {
     match cx.rank(x) {
         3 => Ok(1),
         4 => Ok(2),
+        5 => Ok(3),
         r => Err(cx.unsupported(format!(
-            "input of rank {r} (only 1-D and 2-D spatial inputs are supported)"
+            "input of rank {r} (only 1-D, 2-D and 3-D spatial inputs are supported)"
         ))),
     }
+}
+
+/// How [`fold_depth`] combines the 2-D results of the depth taps.
+#[derive(Clone, Copy)]
+enum Taps {
+    /// sum them (convolution)
+    Sum,
+    /// their maximum (max pool)
+    Max,
+    /// their mean (average pool)
+    Mean,
+}
+
+/// A 3-D conv or pool as 2-D ones: the input is padded along depth, and for
+/// each depth tap `kd` the slab of depths `kd·dil + od·stride` (one per
+/// output depth `od`) is folded into the batch (`[N·OD, C, H, W]`), run
+/// through `tap(kd)` (the 2-D op over H and W), and the taps are combined;
+/// the result is unfolded to `[N, C_out, OD, OH, OW]`. Needs the depth, the
+/// channels, H and W known at load.
+fn fold_depth(
+    cx: &mut NodeCx,
+    x: ValueId,
+    geo: &Geometry,
+    (pad_value, combine): (f32, Taps),
+    mut tap: impl FnMut(&mut NodeCx, ValueId, usize) -> NodeResult<ValueId>,
+) -> NodeResult<ValueId> {
+    let dims: Vec<i64> = cx
+        .ty(x)
+        .shape
+        .dims()
+        .iter()
+        .skip(1)
+        .map(|d| d.as_known())
+        .collect::<Option<Vec<i64>>>()
+        .ok_or_else(|| {
+            cx.unsupported("a 3-D input whose channels and spatial dims are not known")
+        })?;
+    let (c, d, h, w) = (dims[0], dims[1], dims[2], dims[3]);
+    let (pd0, pd1) = (geo.pads[0] as i64, geo.pads[3] as i64);
+    let x = if pd0 + pd1 > 0 {
+        let pads = vec![0, 0, pd0, 0, 0, 0, 0, pd1, 0, 0];
+        cx.op(
+            Op::Pad {
+                pads,
+                value: pad_value,
+            },
+            &[x],
+        )?
+    } else {
+        x
+    };
+    let (kd, sd, dd) = (
+        geo.kernel[0] as i64,
+        geo.strides[0] as i64,
+        geo.dilations[0] as i64,
+    );
+    let span = (kd - 1) * dd + 1;
+    let padded = d + pd0 + pd1;
+    if padded < span {
+        return Err(cx.bad(format!("depth {d} is smaller than the window {span}")));
+    }
+    let od = (padded - span) / sd + 1;
+    let out_size = |size: i64, i: usize| {
+        let (k, s, dl) = (
+            geo.kernel[i] as i64,
+            geo.strides[i] as i64,
+            geo.dilations[i] as i64,
+        );
+        let p = geo.pads[i] as i64 + geo.pads[i + 3] as i64;
+        (size + p - ((k - 1) * dl + 1)) / s + 1
+    };
+    let (oh, ow) = (out_size(h, 1), out_size(w, 2));
+    let fold = cx.const_i64s(vec![-1, c, h, w]);
+    let mut acc: Option<ValueId> = None;
+    for k in 0..kd {
+        let start = k * dd;
+        let slab = cx.op(
+            Op::Slice {
+                starts: vec![start],
+                ends: vec![start + (od - 1) * sd + 1],
+                axes: vec![2],
+                steps: vec![sd],
+            },
+            &[x],
+        )?;
+        let t = cx.op(
+            Op::Transpose {
+                perm: vec![0, 2, 1, 3, 4],
+            },
+            &[slab],
+        )?;
+        let folded = cx.op(Op::Reshape { allowzero: false }, &[t, fold])?;
+        let y = tap(cx, folded, k as usize)?;
+        acc = Some(match acc {
+            None => y,
+            Some(a) => {
+                let op = match combine {
+                    Taps::Max => BinaryOp::Max,
+                    Taps::Sum | Taps::Mean => BinaryOp::Add,
+                };
+                cx.bin(op, a, y)?
+            }
+        });
+    }
+    let mut y = acc.ok_or_else(|| cx.bad("empty depth kernel"))?;
+    if let Taps::Mean = combine {
+        let n = cx.scalar_like(y, kd as f64);
+        y = cx.bin(BinaryOp::Div, y, n)?;
+    }
+    let c_out = cx
+        .ty(y)
+        .shape
+        .dims()
+        .get(1)
+        .and_then(|d| d.as_known())
+        .ok_or_else(|| cx.unsupported("a 3-D op whose output channels are not known"))?;
+    let unfold = cx.const_i64s(vec![-1, od, c_out, oh, ow]);
+    let y = cx.op(Op::Reshape { allowzero: false }, &[y, unfold])?;
+    cx.op(
+        Op::Transpose {
+            perm: vec![0, 2, 1, 3, 4],
+        },
+        &[y],
+    )
+}
+
+/// Depth tap `kd` of a 3-D conv weight: `w[:, :, kd]`.
+fn weight_tap(cx: &mut NodeCx, w: ValueId, kd: usize) -> NodeResult<ValueId> {
+    let k = kd as i64;
+    let s = cx.op(
+        Op::Slice {
+            starts: vec![k],
+            ends: vec![k + 1],
+            axes: vec![2],
+            steps: vec![1],
+        },
+        &[w],
+    )?;
+    cx.op(Op::Squeeze { axes: vec![2] }, &[s])
 }
 
 /// Runs a 2-D op on 1-D inputs by adding and then removing a unit H axis.
@@ -300,6 +449,9 @@ fn with_unit_h(
 ) -> NodeResult<Vec<ValueId>> {
     if n == 2 {
         return Ok(vec![cx.op(op, &inputs)?]);
+    }
+    if n == 3 {
+        return Err(cx.unsupported(format!("{} over 3 spatial dims", op.name())));
     }
     let mut lifted = Vec::with_capacity(inputs.len());
     for (i, v) in inputs.into_iter().enumerate() {
@@ -334,18 +486,24 @@ pub fn conv(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let kernel = weight_kernel(cx, w);
     let geo = geometry(cx, x, n, kernel, Same::Window)?;
     let groups = group(cx)?;
+    let bias = cx.opt_input(2)?;
+    let op = Op::Conv2d {
+        window: geo.window(),
+        groups,
+    };
+    if n == 3 {
+        // the bias joins the first depth tap only
+        let y = fold_depth(cx, x, &geo, (0.0, Taps::Sum), |cx, slab, kd| {
+            let wk = weight_tap(cx, w, kd)?;
+            let mut inputs = vec![slab, wk];
+            inputs.extend(bias.filter(|_| kd == 0));
+            cx.op(op.clone(), &inputs)
+        })?;
+        return Ok(vec![y]);
+    }
     let mut inputs = vec![x, w];
-    inputs.extend(cx.opt_input(2)?);
-    with_unit_h(
-        cx,
-        n,
-        inputs,
-        2,
-        Op::Conv2d {
-            window: geo.window(),
-            groups,
-        },
-    )
+    inputs.extend(bias);
+    with_unit_h(cx, n, inputs, 2, op)
 }
 
 /// `ConvTranspose` (1-D or 2-D, groups, optional bias, `output_padding`;
@@ -448,6 +606,18 @@ pub fn max_pool(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     if cx.wants_output(1) {
         return Err(cx.unsupported("the indices output"));
     }
+    if n == 3 {
+        if ceil_mode {
+            return Err(cx.unsupported("ceil_mode over 3 spatial dims"));
+        }
+        let op = Op::MaxPool2d {
+            window: geo.window(),
+            ceil_mode,
+        };
+        let pool = (f32::NEG_INFINITY, Taps::Max);
+        let y = fold_depth(cx, x, &geo, pool, |cx, slab, _| cx.op(op.clone(), &[slab]))?;
+        return Ok(vec![y]);
+    }
     with_unit_h(
         cx,
         n,
@@ -467,6 +637,23 @@ pub fn avg_pool(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let geo = geometry(cx, x, n, None, Same::Window)?;
     let ceil_mode = cx.int_or("ceil_mode", 0)? != 0;
     let count_include_pad = cx.int_or("count_include_pad", 0)? != 0;
+    if n == 3 {
+        // the mean of the taps' plane means: every tap has the same H·W count,
+        // and padded depths count only with count_include_pad
+        if ceil_mode || (!count_include_pad && geo.pads[0] + geo.pads[3] > 0) {
+            return Err(cx.unsupported(
+                "ceil_mode, or depth padding without count_include_pad, over 3 spatial dims",
+            ));
+        }
+        let op = Op::AvgPool2d {
+            window: geo.window(),
+            ceil_mode,
+            count_include_pad,
+        };
+        let pool = (0.0, Taps::Mean);
+        let y = fold_depth(cx, x, &geo, pool, |cx, slab, _| cx.op(op.clone(), &[slab]))?;
+        return Ok(vec![y]);
+    }
     with_unit_h(
         cx,
         n,

@@ -628,3 +628,99 @@ fn three_d_convolutions_and_pools_fold_depth_into_the_batch() {
         }
     }
 }
+
+#[test]
+fn einsum_is_a_broadcast_product_and_a_sum() {
+    let mut rng = r::rng(78);
+    let a = r::random(&mut rng, &[2, 3, 4], -1.0, 1.0);
+    let b = r::random(&mut rng, &[2, 4, 5], -1.0, 1.0);
+    let run_eq = |eq: &str, xs: &[&Arr]| {
+        let names = ["a", "b"];
+        let ins: Vec<_> = xs
+            .iter()
+            .zip(names)
+            .map(|(x, n)| {
+                let dims: Vec<String> = x.shape.iter().map(usize::to_string).collect();
+                let dims: Vec<&str> = dims.iter().map(String::as_str).collect();
+                vf(n, &dims)
+            })
+            .collect();
+        let n = node(
+            "Einsum",
+            &names[..xs.len()],
+            &["y"],
+            vec![a_str("equation", eq)],
+        );
+        let m = model(12, graph(vec![n], ins, vec![vf("y", &[])], vec![]));
+        let inputs: Vec<Tensor> = xs.iter().map(|x| x.f32_tensor()).collect();
+        run(&m, &inputs).remove(0)
+    };
+    // batch matmul
+    let want = Arr::new(
+        &[2, 3, 5],
+        (0..30)
+            .map(|f| {
+                let i = unravel(f, &[2, 3, 5]);
+                (0..4)
+                    .map(|j| a.at(&[i[0], i[1], j]) * b.at(&[i[0], j, i[2]]))
+                    .sum()
+            })
+            .collect(),
+    );
+    assert_close(
+        &run_eq("bij, bjk -> bik", &[&a, &b]),
+        &want,
+        1e-6,
+        1e-5,
+        "bmm",
+    );
+    // transpose, sums (explicit and implicit output)
+    let t = Arr::new(
+        &[4, 2, 3],
+        (0..24)
+            .map(|f| {
+                let i = unravel(f, &[4, 2, 3]);
+                a.at(&[i[1], i[2], i[0]])
+            })
+            .collect(),
+    );
+    assert_close(&run_eq("abc->cab", &[&a]), &t, 0.0, 0.0, "transpose");
+    let sum_b = r::reduce(&a, &[1], false, 0.0, |x, y| x + y);
+    assert_close(&run_eq("abc->ac", &[&a]), &sum_b, 1e-6, 1e-5, "sum");
+    assert_close(&run_eq("abc", &[&a]), &a, 0.0, 0.0, "implicit identity");
+    let total = r::reduce(&a, &[0, 1, 2], false, 0.0, |x, y| x + y);
+    assert_close(&run_eq("abc->", &[&a]), &total, 1e-6, 1e-5, "total");
+}
+
+#[test]
+fn one_hot_depth_given_at_run_time() {
+    let n = node("OneHot", &["i", "d", "v"], &["y"], vec![a_int("axis", 0)]);
+    let m = model(
+        11,
+        graph(
+            vec![n],
+            vec![vi("i", data_type::INT64, &["3"]), vf("d", &["1"])],
+            vec![vf("y", &[])],
+            vec![tf32("v", &[2], &[-1.0, 5.0])],
+        ),
+    );
+    let out = run(
+        &m,
+        &[
+            Tensor::from_vec(vec![0i64, -1, 7], &[3]).unwrap(),
+            Tensor::from_vec(vec![4.0f32], &[1]).unwrap(),
+        ],
+    );
+    // axis 0: y[k, j] = on where indices[j] (wrapped) == k
+    let want = Arr::new(
+        &[4, 3],
+        (0..12)
+            .map(|f| {
+                let (k, j) = (f / 3, f % 3);
+                let idx = [0i64, 3, 7][j];
+                if idx == k as i64 { 5.0 } else { -1.0 }
+            })
+            .collect(),
+    );
+    assert_close(&out[0], &want, 0.0, 0.0, "one_hot");
+}

@@ -184,11 +184,12 @@ pub fn eye_like(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
 /// `OneHot(indices, depth, values = [off, on]; axis = -1)`: negative indices
 /// count from `depth`; an index outside `[-depth, depth)` gives all `off`.
 pub fn one_hot(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
-    let (indices, depth, values) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
-    let depth = match cx.const_tensor(depth).map(Tensor::to_f64_vec).as_deref() {
-        Some([d]) if *d >= 1.0 && *d <= i64::MAX as f64 => *d as i64,
+    let (indices, depth_in, values) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
+    let depth = match cx.const_tensor(depth_in).map(Tensor::to_f64_vec).as_deref() {
+        Some([d]) if *d >= 1.0 && *d <= i64::MAX as f64 => Some(*d as i64),
         Some(other) => return Err(cx.bad(format!("depth must be one value ≥ 1, got {other:?}"))),
-        None => return Err(cx.unsupported("depth is computed at run time; it must be a constant")),
+        // computed at run time: a range of that length
+        None => None,
     };
     let rank = cx.rank(indices) + 1;
     let axis_attr = cx.int_or("axis", -1)?;
@@ -199,7 +200,14 @@ pub fn one_hot(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         cx.op(Op::Cast { to: DType::I64 }, &[indices])?
     };
     let zero = cx.const_scalar(DType::I64, 0.0);
-    let d = cx.const_scalar(DType::I64, depth as f64);
+    let d = match depth {
+        Some(depth) => cx.const_scalar(DType::I64, depth as f64),
+        None => {
+            let d = cx.op(Op::Cast { to: DType::I64 }, &[depth_in])?;
+            let scalar = cx.const_i64s(Vec::new());
+            cx.op(Op::Reshape { allowzero: false }, &[d, scalar])?
+        }
+    };
     let negative = cx.bin(BinaryOp::Lt, idx, zero)?;
     let wrapped = cx.bin(BinaryOp::Add, idx, d)?;
     let idx = cx.op(Op::Where, &[negative, wrapped, idx])?;
@@ -209,11 +217,23 @@ pub fn one_hot(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         },
         &[idx],
     )?;
-    let mut shape = vec![1usize; rank - axis];
-    shape[0] = depth as usize;
-    let range = Tensor::from_vec((0..depth).collect::<Vec<i64>>(), &shape)
-        .map_err(|e| cx.bad(e.to_string()))?;
-    let range = cx.constant(range);
+    let range = match depth {
+        Some(depth) => {
+            let mut shape = vec![1usize; rank - axis];
+            shape[0] = depth as usize;
+            let range = Tensor::from_vec((0..depth).collect::<Vec<i64>>(), &shape)
+                .map_err(|e| cx.bad(e.to_string()))?;
+            cx.constant(range)
+        }
+        None => {
+            let one = cx.const_scalar(DType::I64, 1.0);
+            let range = cx.op(Op::Range, &[zero, d, one])?;
+            let mut shape = vec![1i64; rank - axis];
+            shape[0] = -1;
+            let shape = cx.const_i64s(shape);
+            cx.op(Op::Reshape { allowzero: false }, &[range, shape])?
+        }
+    };
     let hit = cx.bin(BinaryOp::Eq, idx, range)?;
     let pick = |cx: &mut NodeCx, i: i64| {
         let at = cx.constant(Tensor::scalar(i));

@@ -34,6 +34,7 @@
 
 mod activation;
 mod control;
+mod einsum;
 mod elementwise;
 mod index;
 mod layout;
@@ -273,6 +274,7 @@ pub const OPS: &[(&str, &[i64], MapFn)] = &[
     ("BitShift", &[11, 28], ew::bit_shift),
     ("CumSum", &[11, 14], |cx| shape::cumulative(cx, false)),
     ("CumProd", &[26], |cx| shape::cumulative(cx, true)),
+    ("Einsum", &[12, 28], einsum::einsum),
     ("NegativeLogLikelihoodLoss", &[12, 13, 22], loss::nll),
     (
         "SoftmaxCrossEntropyLoss",

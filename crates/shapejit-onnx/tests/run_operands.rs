@@ -724,3 +724,39 @@ fn one_hot_depth_given_at_run_time() {
     );
     assert_close(&out[0], &want, 0.0, 0.0, "one_hot");
 }
+
+#[test]
+fn unsqueeze_axes_given_at_run_time() {
+    let mut rng = r::rng(79);
+    let x = r::random(&mut rng, &[3, 4], -1.0, 1.0);
+    for (axes, shape) in [
+        (vec![0i64], vec![1usize, 3, 4]),
+        (vec![1], vec![3, 1, 4]),
+        (vec![-1], vec![3, 4, 1]),
+        (vec![3, 0], vec![1, 3, 4, 1]),
+        (vec![1, 2, 4], vec![3, 1, 1, 4, 1]),
+    ] {
+        let len = axes.len().to_string();
+        let n = node("Unsqueeze", &["x", "axes"], &["y"], vec![]);
+        let m = model(
+            13,
+            graph(
+                vec![n],
+                vec![
+                    vf("x", &["3", "4"]),
+                    vi("axes", data_type::INT64, &[len.as_str()]),
+                ],
+                vec![vf("y", &[])],
+                vec![],
+            ),
+        );
+        let out = run(&m, &[x.f32_tensor(), i64s(&axes)]);
+        assert_close(
+            &out[0],
+            &x.reshape(&shape),
+            0.0,
+            0.0,
+            &format!("unsqueeze {axes:?}"),
+        );
+    }
+}

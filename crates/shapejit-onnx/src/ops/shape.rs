@@ -12,7 +12,7 @@
 
 use crate::node::{NodeCx, NodeResult};
 use crate::tensor::tensor_from_proto;
-use shapejit_ir::{Op, Tensor, ValueId};
+use shapejit_ir::{BinaryOp, DType, Op, ReduceOp, Tensor, ValueId};
 
 /// `Reshape(data, shape)`, `allowzero` from opset 14.
 pub fn reshape(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
@@ -54,11 +54,93 @@ pub fn squeeze(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     Ok(vec![cx.op(Op::Squeeze { axes }, &[x])?])
 }
 
-/// `Unsqueeze`: axes are required.
+/// `Unsqueeze`: axes are required; axes computed at run time (a vector of
+/// known length) become a reshape to a shape computed from them.
 pub fn unsqueeze(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let x = cx.input(0)?;
+    if cx.opset() >= 13
+        && let Some(v) = cx.opt_input(1)?
+        && cx.known_ints(v).is_none()
+    {
+        return Ok(vec![unsqueeze_at_run_time(cx, x, v)?]);
+    }
     let axes = axes_arg(cx, 13)?.ok_or_else(|| cx.bad("axes are required"))?;
     Ok(vec![cx.op(Op::Unsqueeze { axes }, &[x])?])
+}
+
+/// `x` reshaped to rank `R = rank + n` (`n` axes): with `a` the axes made
+/// non-negative and `hit[k]` whether `k` is one of them, output dim `k` is 1
+/// where `hit[k]`, else input dim `k − (axes before k)`, the running count of
+/// `hit` (`cum_sum`).
+fn unsqueeze_at_run_time(cx: &mut NodeCx, x: ValueId, axes: ValueId) -> NodeResult<ValueId> {
+    let n = cx
+        .ty(axes)
+        .shape
+        .dims()
+        .first()
+        .and_then(|d| d.as_known())
+        .filter(|_| cx.rank(axes) == 1)
+        .ok_or_else(|| {
+            cx.unsupported("axes computed at run time must be a vector of known length")
+        })?;
+    let rank = cx.rank(x) as i64;
+    let big = rank + n;
+    let i64s = |cx: &mut NodeCx, v: Vec<i64>, shape: &[usize]| {
+        Tensor::from_vec(v, shape)
+            .map(|t| cx.constant(t))
+            .map_err(|e| cx.bad(e.to_string()))
+    };
+    let axes = if cx.ty(axes).dtype == DType::I64 {
+        axes
+    } else {
+        cx.op(Op::Cast { to: DType::I64 }, &[axes])?
+    };
+    let zero = cx.const_scalar(DType::I64, 0.0);
+    let r = cx.const_scalar(DType::I64, big as f64);
+    let negative = cx.bin(BinaryOp::Lt, axes, zero)?;
+    let shifted = cx.bin(BinaryOp::Add, axes, r)?;
+    let a = cx.op(Op::Where, &[negative, shifted, axes])?;
+    let a = cx.op(Op::Unsqueeze { axes: vec![1] }, &[a])?;
+    let ks = i64s(cx, (0..big).collect(), &[1, big as usize])?;
+    let eq = cx.bin(BinaryOp::Eq, a, ks)?;
+    let eq = cx.op(Op::Cast { to: DType::I64 }, &[eq])?;
+    let hit = cx.op(
+        Op::Reduce {
+            op: ReduceOp::Max,
+            axes: vec![0],
+            keepdims: false,
+        },
+        &[eq],
+    )?;
+    let axis0 = cx.const_scalar(DType::I64, 0.0);
+    let before = cx.op(
+        Op::Cumulative {
+            product: false,
+            exclusive: false,
+            reverse: false,
+        },
+        &[hit, axis0],
+    )?;
+    let ks = i64s(cx, (0..big).collect(), &[big as usize])?;
+    let src = cx.bin(BinaryOp::Sub, ks, before)?;
+    let last = cx.const_scalar(DType::I64, (rank - 1).max(0) as f64);
+    let src = cx.bin(BinaryOp::Min, src, last)?;
+    let src = cx.bin(BinaryOp::Max, src, zero)?;
+    let dims = if rank == 0 {
+        // a scalar: every output dim is 1
+        i64s(cx, vec![1], &[1])?
+    } else {
+        let shape = Op::Shape {
+            start: 0,
+            end: None,
+        };
+        cx.op(shape, &[x])?
+    };
+    let picked = cx.op(Op::Gather { axis: 0 }, &[dims, src])?;
+    let one = cx.const_scalar(DType::I64, 1.0);
+    let is_axis = cx.op(Op::Cast { to: DType::Bool }, &[hit])?;
+    let shape = cx.op(Op::Where, &[is_axis, one, picked])?;
+    cx.op(Op::Reshape { allowzero: false }, &[x, shape])
 }
 
 /// `Flatten(axis = 1)`.

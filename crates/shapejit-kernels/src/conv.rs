@@ -536,6 +536,12 @@ fn pool_row(
     } else {
         0.0
     });
+    // non-overlapping windows that start at column 0 and stay inside the row
+    let tiles_row = win.strides[1] == kw
+        && win.dilations[1] == 1
+        && win.pads[1] == 0
+        && xs[3] == 1
+        && row.len() * kw <= wd;
     // rows of the window inside the input, and inside the declared padding
     let (mut rows_in, mut rows_padded) = (0usize, 0usize);
     for i in 0..kh {
@@ -548,6 +554,20 @@ fn pool_row(
         }
         rows_in += 1;
         let line = base + iy * xs[2];
+        if tiles_row {
+            // windows side by side along a contiguous row: each output reads its own
+            // `kw` inputs, taps in the same order as below
+            let src = &data[line as usize..][..row.len() * kw];
+            for (o, taps) in row.iter_mut().zip(src.chunks_exact(kw)) {
+                for &v in taps {
+                    match pool {
+                        Pool::Max => *o = if v > *o || v.is_nan() { v } else { *o },
+                        Pool::Avg { .. } => *o += v,
+                    }
+                }
+            }
+            continue;
+        }
         for j in 0..kw {
             match pool {
                 Pool::Max => along_tap(row, data, line, xs[3], win, j, wd, |o, v| {

@@ -29,7 +29,10 @@
 //! Fast by construction: rows of ≤ 19 values, ≤ 4 of them, ≤ 6 prefix ops (one or two
 //! regions, so one or two compiles), one intra-op thread (no pool thread per module),
 //! no family kernels; the prefix alone is run only for the tails whose tolerance needs
-//! it. Cranelift's compile is most of an execution. The process grows by up to ~256 MB
+//! it. Cranelift's compile is most of an execution, so the modules of the last 256
+//! graphs are kept: an input that differs from a recent one only in its values (most
+//! mutations) reuses them, kernels included (a kernel depends only on its shape key,
+//! so a crash still reproduces from its input alone). The process grows by up to ~256 MB
 //! over a run: AddressSanitizer's quarantine of freed memory, not a leak (modules free
 //! their code, threads and memory: `crates/shapejit-jit/tests/module_memory.rs`; with
 //! `ASAN_OPTIONS=quarantine_size_mb=1` the growth is libFuzzer's corpus).
@@ -41,6 +44,8 @@ use shapejit_bytecode::{Program, lower};
 use shapejit_ir::{BinaryOp, DType, GraphBuilder, ReduceOp, Tensor, UnaryOp, ValueId, shape};
 use shapejit_jit::jit_module;
 use shapejit_vm::{CompileMode, Module, Options};
+use std::cell::RefCell;
+use std::collections::HashMap;
 
 /// Input values: index 0 is what an exhausted byte string gives, an ordinary value.
 const PALETTE: [f32; 26] = [
@@ -470,51 +475,138 @@ fn options() -> Options {
     }
 }
 
+/// The modules of one graph: built (and its kernels compiled) once, reused by every
+/// execution whose bytes differ only in the input values.
+#[derive(Clone)]
+struct Modules {
+    /// the whole graph on the interpreter
+    interp: Module,
+    /// the prefix alone on the interpreter (for the tails whose tolerance needs it)
+    prefix: Option<Module>,
+    /// the whole graph on the JIT tier
+    jit: Module,
+    /// whether the JIT tier is installed (a host with AVX+FMA)
+    compiles: bool,
+}
+
+/// Graphs seen recently, by [`Case::graph_key`]; cleared when full.
+const CACHED_GRAPHS: usize = 256;
+
+thread_local! {
+    static GRAPHS: RefCell<HashMap<String, Modules>> = RefCell::new(HashMap::new());
+}
+
+impl Case {
+    /// Everything that decides the program: all but the input values and `n` (the
+    /// batch is symbolic; the JIT compiles each new `n` on first sight).
+    fn graph_key(&self) -> String {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        format!(
+            "{} {:?} {:?} {} {:?} {} {:?} {:?}",
+            self.c,
+            self.prefix,
+            self.tail,
+            self.expose,
+            bits(&self.row),
+            self.scalar.to_bits(),
+            bits(&self.w),
+            bits(&self.bias)
+        )
+    }
+
+    fn modules(&self) -> Modules {
+        let key = self.graph_key();
+        if let Some(m) = GRAPHS.with(|g| g.borrow().get(&key).cloned()) {
+            return m;
+        }
+        let program = self.program(true);
+        let needs_prefix = !self.expose
+            && matches!(
+                self.tail,
+                Some(Tail::Reduce(ReduceOp::Sum | ReduceOp::Mean, _) | Tail::MatMul { .. })
+            );
+        let interp =
+            |p: Program| Module::new(p, Options::interp()).expect("lowered programs verify");
+        let (jit, handle) =
+            jit_module(program.clone(), options()).expect("lowered programs verify");
+        let m = Modules {
+            interp: interp(program),
+            prefix: needs_prefix.then(|| interp(self.program(false))),
+            jit,
+            compiles: handle.is_some(),
+        };
+        GRAPHS.with(|g| {
+            let mut g = g.borrow_mut();
+            if g.len() >= CACHED_GRAPHS {
+                g.clear();
+            }
+            g.insert(key, m.clone());
+        });
+        m
+    }
+}
+
+/// Kernel hits per region slot so far.
+fn region_hits(module: &Module) -> Vec<(u64, String)> {
+    module
+        .stats()
+        .slots
+        .iter()
+        .filter(|s| s.kind.starts_with("region"))
+        .map(|s| {
+            let what = format!(
+                "{} at node '{}' ({:?})",
+                s.kind, s.node, s.last_compile_error
+            );
+            (s.kernel_hits, what)
+        })
+        .collect()
+}
+
+fn outputs(module: &Module, inputs: &[Tensor], what: &str) -> Result<Vec<Vec<f32>>, String> {
+    let out = module
+        .runtime()
+        .run(inputs)
+        .map_err(|e| format!("{what} fails: {e}"))?;
+    Ok(out
+        .iter()
+        .map(|t| t.as_slice::<f32>().expect("f32 outputs").to_vec())
+        .collect())
+}
+
 fuzz_target!(|data: &[u8]| {
     let Ok(case) = Case::generate(&mut Unstructured::new(data)) else {
         return;
     };
     let inputs = case.inputs();
-    let interp = |program: Program| {
-        let module = Module::new(program, Options::interp()).expect("lowered programs verify");
-        let out = module
-            .runtime()
-            .run(&inputs)
-            .expect("the interpreter runs it");
-        out.iter()
-            .map(|t| t.as_slice::<f32>().expect("f32 outputs").to_vec())
-            .collect::<Vec<_>>()
+    let modules = case.modules();
+    let run = |module: &Module, what: &str| {
+        outputs(module, &inputs, what).unwrap_or_else(|e| panic!("{e}\n{case:#?}"))
     };
-    let program = case.program(true);
-    let want = interp(program.clone());
+    let want = run(&modules.interp, "the interpreter");
     // The prefix values: an output of the whole graph, or, for the tails whose
     // tolerance needs them, the interpreter's on the prefix alone.
-    let pre = match case.tail {
-        None => want[0].clone(),
-        Some(_) if case.expose => want[1].clone(),
-        Some(Tail::Reduce(ReduceOp::Sum | ReduceOp::Mean, _) | Tail::MatMul { .. }) => {
-            interp(case.program(false)).remove(0)
-        }
-        Some(_) => Vec::new(),
+    let pre = match (&case.tail, &modules.prefix) {
+        (None, _) => want[0].clone(),
+        (Some(_), _) if case.expose => want[1].clone(),
+        (Some(_), Some(prefix)) => run(prefix, "the prefix").remove(0),
+        (Some(_), None) => Vec::new(),
     };
-    let (jit, handle) = jit_module(program, options()).expect("lowered programs verify");
-    let mut rt = jit.runtime();
-    for run in 0..2 {
-        let got: Vec<Vec<f32>> = rt
-            .run(&inputs)
-            .unwrap_or_else(|e| panic!("run {run}: the JIT tier fails: {e}\n{case:#?}"))
-            .iter()
-            .map(|t| t.as_slice::<f32>().expect("f32 outputs").to_vec())
-            .collect();
-        assert_eq!(got.len(), want.len(), "output counts");
-        let payload = case.prefix.iter().all(|op| op.passes_through());
-        let check_pre = |got: &[f32], what: &str| {
-            for (i, (&g, &w)) in got.iter().zip(&pre).enumerate() {
-                if !same(g, w, payload) {
-                    fail(&case, what, i, g, w);
-                }
+    let payload = case.prefix.iter().all(|op| op.passes_through());
+    let check_pre = |got: &[f32], what: &str| {
+        for (i, (&g, &w)) in got.iter().zip(&pre).enumerate() {
+            if !same(g, w, payload) {
+                fail(&case, what, i, g, w);
             }
-        };
+        }
+    };
+    // The first run compiles what this `n` needs (if the graph is new to it), the
+    // second runs from kernels only.
+    let mut hits = Vec::new();
+    for attempt in 0..2 {
+        hits = region_hits(&modules.jit);
+        let got = run(&modules.jit, &format!("run {attempt} on the JIT tier"));
+        assert_eq!(got.len(), want.len(), "output counts");
         match case.tail {
             None => check_pre(&got[0], "prefix"),
             Some(tail) => {
@@ -525,22 +617,11 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    // Every region ran a kernel (on a host with AVX+FMA): else the comparison would
-    // be the interpreter against itself.
-    if handle.is_some() {
-        for slot in jit
-            .stats()
-            .slots
-            .iter()
-            .filter(|s| s.kind.starts_with("region"))
-        {
-            assert!(
-                slot.kernel_hits > 0,
-                "{} at node '{}' never ran a kernel ({:?})\n{case:#?}",
-                slot.kind,
-                slot.node,
-                slot.last_compile_error
-            );
+    // Every region ran a kernel in the second run (on a host with AVX+FMA): else the
+    // comparison would be the interpreter against itself.
+    if modules.compiles {
+        for ((before, what), (after, _)) in hits.iter().zip(region_hits(&modules.jit)) {
+            assert!(after > *before, "{what} ran no kernel\n{case:#?}");
         }
     }
 });

@@ -183,6 +183,24 @@ pub fn infer(op: &Op, inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Vec<I
         Op::Tile => one(movement::tile(inputs, ctx)),
         Op::Pad { pads, .. } => one(movement::pad(pads, inputs)),
         Op::Shape { start, end } => one(movement::shape_of(*start, *end, inputs)),
+        Op::TopK { axis, .. } => {
+            arity(inputs, 2, 2)?;
+            let dtype = expect_dtype(inputs, 0, &ARITH)?;
+            expect_dtype(inputs, 1, &[DType::I64])?;
+            let shape = &inputs[0].ty.shape;
+            let axis = norm_axis(*axis, shape.rank())?;
+            let k = match known_ints(inputs[1]).as_deref() {
+                Some([k]) if *k >= 0 => Dim::known(*k),
+                Some(other) => return Err(format!("k must be one value >= 0, got {other:?}")),
+                None => ctx.fresh_dim(),
+            };
+            let mut dims = shape.dims().to_vec();
+            dims[axis] = k;
+            Ok(vec![
+                Inferred::new(dtype, Shape(dims.clone())),
+                Inferred::new(DType::I64, Shape(dims)),
+            ])
+        }
         Op::Cumulative { .. } => {
             arity(inputs, 2, 2)?;
             let dtype = expect_dtype(inputs, 0, &ARITH)?;

@@ -571,6 +571,16 @@ pub enum Op {
     },
     /// Element count as an i64 scalar. Inputs: `x`.
     Size,
+    /// The `k` largest (or smallest) elements along `axis` and their indices.
+    /// Inputs: `x`, `k` (an i64 scalar or one-element vector read at run
+    /// time). Outputs: the values, then their i64 indices; equal values keep
+    /// the smaller index first. Exact.
+    TopK {
+        /// the axis (negative counts from the end)
+        axis: i64,
+        /// the largest elements (else the smallest)
+        largest: bool,
+    },
     /// Running sums (or products) along one axis. Inputs: `x`, `axis` (an
     /// i32/i64 scalar or one-element vector read at run time). `exclusive`:
     /// element `i` combines elements before `i` only; `reverse`: runs from the
@@ -696,6 +706,7 @@ impl Op {
             Op::Pad { .. } => "pad",
             Op::Shape { .. } => "shape",
             Op::Size => "size",
+            Op::TopK { .. } => "top_k",
             Op::Cumulative { product: false, .. } => "cum_sum",
             Op::Cumulative { product: true, .. } => "cum_prod",
             Op::Constant { .. } => "constant",

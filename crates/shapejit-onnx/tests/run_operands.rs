@@ -760,3 +760,28 @@ fn unsqueeze_axes_given_at_run_time() {
         );
     }
 }
+
+#[test]
+fn top_k_with_k_given_at_run_time() {
+    let x = Arr::new(&[2, 4], vec![3.0, 1.0, 3.0, 2.0, -1.0, 5.0, 0.0, 5.0]);
+    let n = node("TopK", &["x", "k"], &["v", "i"], vec![a_int("largest", 1)]);
+    let m = model(
+        11,
+        graph(
+            vec![n],
+            vec![vf("x", &["2", "4"]), vi("k", data_type::INT64, &["1"])],
+            vec![vf("v", &[]), vi("i", data_type::INT64, &[])],
+            vec![],
+        ),
+    );
+    let out = run(&m, &[x.f32_tensor(), i64s(&[3])]);
+    // worked by hand: ties keep the smaller index first
+    assert_close(
+        &out[0],
+        &Arr::new(&[2, 3], vec![3.0, 3.0, 2.0, 5.0, 5.0, 0.0]),
+        0.0,
+        0.0,
+        "values",
+    );
+    assert_eq!(out[1].as_slice::<i64>().unwrap(), &[0, 2, 3, 1, 3, 2]);
+}

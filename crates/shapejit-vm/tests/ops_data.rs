@@ -364,3 +364,58 @@ fn cumulative_runs_along_any_axis_of_strided_inputs() {
     };
     assert!(matches!(run(&op, &[&x, &far]), Err(OpError::Shape { .. })));
 }
+
+#[test]
+fn top_k_keeps_the_extremes_with_stable_ties() {
+    let mut rng = Rng::new(62);
+    for case in 0..12 {
+        let rank = rng.range(1, 4);
+        let shape = rng.shape(rank, 5, false);
+        // few distinct values, so ties are common
+        let x = Host::random(&mut rng, &shape, KINDS[case % 3], |r| r.range(0, 4) as f32);
+        let axis = rng.range(0, rank);
+        let k = rng.range(0, shape[axis] + 1);
+        let largest = case % 2 == 0;
+        let op = Op::TopK {
+            axis: axis as i64 - if case % 3 == 0 { rank as i64 } else { 0 },
+            largest,
+        };
+        let kt = Host::from_vals(&[k as i64], &[1]);
+        let out = run(&op, &[&x, &kt]).unwrap();
+        let mut want_shape = shape.clone();
+        want_shape[axis] = k;
+        assert_eq!(out[0].ty.shape.as_slice(), want_shape.as_slice());
+        assert_eq!(out[1].ty.dtype, DType::I64);
+        for f in 0..out[0].vals.len() {
+            let idx = unravel(f, &want_shape);
+            // the naive rank: the r-th of the line ordered by value, then index
+            let mut line: Vec<(f64, usize)> = (0..shape[axis])
+                .map(|j| {
+                    let mut at = idx.clone();
+                    at[axis] = j;
+                    (x.vals[flat(&at, &shape)], j)
+                })
+                .collect();
+            line.sort_by(|a, b| {
+                let o = a.0.partial_cmp(&b.0).unwrap();
+                (if largest { o.reverse() } else { o }).then(a.1.cmp(&b.1))
+            });
+            let (v, j) = line[idx[axis]];
+            assert_eq!(
+                (out[0].vals[f], out[1].vals[f]),
+                (v, j as f64),
+                "{op:?} {shape:?}"
+            );
+        }
+    }
+    let x = Host::f32(&mut rng, &[2, 3], Kind::Contiguous);
+    let too_many = Host::from_vals(&[4i64], &[1]);
+    let op = Op::TopK {
+        axis: 1,
+        largest: true,
+    };
+    assert!(matches!(
+        run(&op, &[&x, &too_many]),
+        Err(OpError::Value { .. })
+    ));
+}

@@ -189,6 +189,7 @@ pub(super) fn attrs_of(op: &Op) -> Vec<(&'static str, AttrValue)> {
             v
         }
         Op::Loop { n_carried, .. } => vec![("n_carried", Int(*n_carried as i64))],
+        Op::TopK { axis, largest } => vec![("axis", Int(*axis)), ("largest", Bool(*largest))],
         Op::Cumulative {
             exclusive, reverse, ..
         } => vec![("exclusive", Bool(*exclusive)), ("reverse", Bool(*reverse))],
@@ -548,6 +549,10 @@ pub(super) fn op_from(
                 end: a.opt_int("end")?,
             },
             "size" => Op::Size,
+            "top_k" => Op::TopK {
+                axis: a.int("axis", Some(-1))?,
+                largest: a.bool("largest", Some(true))?,
+            },
             "cum_sum" | "cum_prod" => Op::Cumulative {
                 product: name == "cum_prod",
                 exclusive: a.bool("exclusive", Some(false))?,

@@ -166,6 +166,16 @@ fn every_op() -> Graph {
         };
         let _ = b.op(cum, &[mm, s]).unwrap();
     }
+    let k = b.constant("k", Tensor::scalar(1i64));
+    let _ = b
+        .node(
+            crate::Op::TopK {
+                axis: -1,
+                largest: false,
+            },
+            &[mm, k],
+        )
+        .unwrap();
     let _ = b.softmax(mm, 1).unwrap();
     let _ = b.log_softmax(mm, -1).unwrap();
     let scale = b.constant("scale", Tensor::from_vec(vec![1f32; 4], &[4]).unwrap());

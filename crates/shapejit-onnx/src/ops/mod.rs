@@ -275,6 +275,7 @@ pub const OPS: &[(&str, &[i64], MapFn)] = &[
     ("CumSum", &[11, 14], |cx| shape::cumulative(cx, false)),
     ("CumProd", &[26], |cx| shape::cumulative(cx, true)),
     ("Einsum", &[12, 28], einsum::einsum),
+    ("TopK", &[1, 10, 11, 24], shape::top_k),
     ("NegativeLogLikelihoodLoss", &[12, 13, 22], loss::nll),
     (
         "SoftmaxCrossEntropyLoss",

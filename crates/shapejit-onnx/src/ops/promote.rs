@@ -61,7 +61,7 @@ const ANY_DTYPE: &[&str] = &[
 /// Ops whose mappings emit only IR ops with f64 kernels.
 const F64_NATIVE: &[&str] = &[
     "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Neg", "Abs", "Relu", "Clip",
-    "CumSum", "CumProd",
+    "CumSum", "CumProd", "TopK",
 ];
 
 /// The dtype `op_type` computes `dtype` in.

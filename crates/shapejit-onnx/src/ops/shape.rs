@@ -589,3 +589,26 @@ pub fn cumulative(cx: &mut NodeCx, product: bool) -> NodeResult<Vec<ValueId>> {
         &[x, axis],
     )?])
 }
+
+/// `TopK(x, k; axis = -1, largest = 1, sorted = 1)` (`k` an attribute before
+/// version 10); the output is always sorted.
+pub fn top_k(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let axis = cx.int_or("axis", -1)?;
+    let largest = cx.int_or("largest", 1)? != 0;
+    cx.attrs.ignore("sorted");
+    let k = if cx.version < 10 {
+        let k = cx
+            .attr_int("k")?
+            .ok_or_else(|| cx.bad("required attribute 'k' is missing"))?;
+        cx.const_i64s(vec![k])
+    } else {
+        let k = cx.input(1)?;
+        if cx.ty(k).dtype == DType::I64 {
+            k
+        } else {
+            cx.op(Op::Cast { to: DType::I64 }, &[k])?
+        }
+    };
+    cx.ops(Op::TopK { axis, largest }, &[x, k])
+}

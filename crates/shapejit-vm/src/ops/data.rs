@@ -1,6 +1,6 @@
 //! Data-movement and constant-producing ops: concat, split, gather, tile, pad,
-//! shape, size, constant_of_shape, range; and the running sums and products
-//! (`cum_sum`, `cum_prod`).
+//! shape, size, constant_of_shape, range; the running sums and products
+//! (`cum_sum`, `cum_prod`) and `top_k`.
 //!
 //! All are strided copies on the kernels' engine: concat writes each input into
 //! a narrowed region of the output, split reads narrowed regions, tile writes
@@ -602,6 +602,110 @@ pub(crate) fn cumulative(
         DType::F64 => cumulative_of::<f64>(op, axis, flags, inputs, out),
         DType::I32 => cumulative_of::<i32>(op, axis, flags, inputs, out),
         DType::I64 => cumulative_of::<i64>(op, axis, flags, inputs, out),
+        other => Err(OpError::DType {
+            op: op.name(),
+            input: 0,
+            expected: "f32, f64, i32 or i64".into(),
+            actual: other,
+        }),
+    }
+}
+
+/// The normalized axis and `k` of a `top_k`, checked against the input.
+fn top_k_args(op: &Op, axis: i64, inputs: &[TensorRef]) -> Result<(usize, usize), OpError> {
+    arity(op, inputs, 2, 2)?;
+    let shape = inputs[0].shape();
+    let axis = norm_axis(op, axis, shape.len())?;
+    match read_ints(op, inputs, 1)?.as_slice() {
+        [k] if *k >= 0 && (*k as u64) <= shape[axis] as u64 => Ok((axis, *k as usize)),
+        other => Err(value_err(
+            op,
+            format!("k must be one value in 0..={}, got {other:?}", shape[axis]),
+        )),
+    }
+}
+
+pub(crate) fn top_k_types(op: &Op, axis: i64, inputs: &[TensorRef]) -> Result<OutTypes, OpError> {
+    let (axis, k) = top_k_args(op, axis, inputs)?;
+    let dtype = expect_dtype(
+        op,
+        inputs,
+        0,
+        &[DType::F32, DType::F64, DType::I32, DType::I64],
+    )?;
+    let mut shape = inputs[0].layout.shape.clone();
+    shape[axis] = k;
+    Ok(smallvec::smallvec![
+        OutType {
+            dtype,
+            shape: shape.clone()
+        },
+        OutType {
+            dtype: DType::I64,
+            shape
+        },
+    ])
+}
+
+fn top_k_of<T: Element>(
+    op: &Op,
+    (axis, k, largest): (usize, usize, bool),
+    x: &TensorRef,
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    let shape = x.shape();
+    let (n, inner) = (shape[axis], shape[axis + 1..].iter().product::<usize>());
+    let outer: usize = shape[..axis].iter().product();
+    let bug = |index: usize| OpError::Output {
+        op: op.name(),
+        index,
+        message: "not a contiguous buffer of its dtype".into(),
+    };
+    let [values, indices] = outputs else {
+        return Err(bug(1));
+    };
+    let values = values.elems_mut::<T>().ok_or_else(|| bug(0))?;
+    let indices = indices.elems_mut::<i64>().ok_or_else(|| bug(1))?;
+    let mut line: Vec<(T, usize)> = Vec::with_capacity(n);
+    for o in 0..outer {
+        for i in 0..inner {
+            line.clear();
+            for j in 0..n {
+                let at = (o * n + j) * inner + i;
+                let v = x
+                    .get_flat::<T>(at)
+                    .ok_or_else(|| value_err(op, format!("element {at} is unreadable")))?;
+                line.push((v, j));
+            }
+            // stable: equal values keep the smaller index first
+            line.sort_by(|a, b| {
+                let ord = a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal);
+                if largest { ord.reverse() } else { ord }
+            });
+            for (r, &(v, j)) in line.iter().take(k).enumerate() {
+                let at = (o * k + r) * inner + i;
+                values[at] = v;
+                indices[at] = j as i64;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn top_k(
+    op: &Op,
+    axis: i64,
+    largest: bool,
+    inputs: &[TensorRef],
+    outputs: &mut [TensorMut],
+) -> Result<(), OpError> {
+    let (axis, k) = top_k_args(op, axis, inputs)?;
+    let args = (axis, k, largest);
+    match inputs[0].dtype {
+        DType::F32 => top_k_of::<f32>(op, args, &inputs[0], outputs),
+        DType::F64 => top_k_of::<f64>(op, args, &inputs[0], outputs),
+        DType::I32 => top_k_of::<i32>(op, args, &inputs[0], outputs),
+        DType::I64 => top_k_of::<i64>(op, args, &inputs[0], outputs),
         other => Err(OpError::DType {
             op: op.name(),
             input: 0,

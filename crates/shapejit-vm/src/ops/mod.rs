@@ -249,6 +249,7 @@ pub fn output_types(op: &Op, inputs: &[TensorRef]) -> Result<OutTypes, OpError> 
         Op::Pad { pads, .. } => single(data::pad_type(op, pads, inputs)?),
         Op::Shape { start, end } => single(data::shape_type(op, *start, *end, inputs)?),
         Op::Cumulative { .. } => single(data::cumulative_type(op, inputs)?),
+        Op::TopK { axis, .. } => data::top_k_types(op, *axis, inputs)?,
         Op::Size => {
             arity(op, inputs, 1, 1)?;
             single(OutType::new(DType::I64, Dims::new()))
@@ -505,6 +506,7 @@ fn compute(
         Op::Pad { pads, value } => data::pad(op, pads, *value, inputs, &mut outputs[0]),
         Op::Shape { start, .. } => data::shape(op, *start, inputs, &mut outputs[0]),
         Op::Size => data::size(op, inputs, &mut outputs[0]),
+        Op::TopK { axis, largest } => data::top_k(op, *axis, *largest, inputs, outputs),
         Op::Cumulative {
             product,
             exclusive,

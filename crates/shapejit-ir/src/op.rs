@@ -217,11 +217,17 @@ pub enum BinaryOp {
     Gt,
     /// `a >= b`
     Ge,
+    /// bitwise and (integers)
+    BitAnd,
+    /// bitwise or (integers)
+    BitOr,
+    /// bitwise exclusive or (integers)
+    BitXor,
 }
 
 impl BinaryOp {
     /// All binary ops.
-    pub const ALL: [BinaryOp; 14] = [
+    pub const ALL: [BinaryOp; 17] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -236,6 +242,9 @@ impl BinaryOp {
         BinaryOp::Le,
         BinaryOp::Gt,
         BinaryOp::Ge,
+        BinaryOp::BitAnd,
+        BinaryOp::BitOr,
+        BinaryOp::BitXor,
     ];
 
     /// The opcode name.
@@ -255,6 +264,9 @@ impl BinaryOp {
             BinaryOp::Le => "le",
             BinaryOp::Gt => "gt",
             BinaryOp::Ge => "ge",
+            BinaryOp::BitAnd => "bit_and",
+            BinaryOp::BitOr => "bit_or",
+            BinaryOp::BitXor => "bit_xor",
         }
     }
 
@@ -264,6 +276,11 @@ impl BinaryOp {
             self,
             BinaryOp::Eq | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
         )
+    }
+
+    /// True for the bitwise ops (integers in, the same integers out).
+    pub fn is_bitwise(self) -> bool {
+        matches!(self, BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor)
     }
 
     /// True for logical ops (bool in, bool out).

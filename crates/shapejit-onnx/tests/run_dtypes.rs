@@ -213,3 +213,34 @@ fn narrow_constants_and_typed_fields_load() {
     let out = run(&m, &[x]);
     assert_eq!(out[0].as_slice::<i8>().unwrap(), &[-3, 0, 50, 49]);
 }
+
+#[test]
+fn bitwise_ops_on_unsigned_and_signed_integers() {
+    let (x, y) = ([0b1100u8, 255, 0, 0x5a], [0b1010u8, 0x0f, 255, 0xa5]);
+    for (op, f) in [
+        ("BitwiseAnd", (|a: u8, b: u8| a & b) as fn(u8, u8) -> u8),
+        ("BitwiseOr", |a, b| a | b),
+        ("BitwiseXor", |a, b| a ^ b),
+    ] {
+        let m = node_model(op, data_type::UINT8, true, data_type::UINT8);
+        let out = run(
+            &m,
+            &[
+                Tensor::from_vec(x.to_vec(), &[4]).unwrap(),
+                Tensor::from_vec(y.to_vec(), &[4]).unwrap(),
+            ],
+        );
+        let want: Vec<u8> = x.iter().zip(&y).map(|(&a, &b)| f(a, b)).collect();
+        assert_eq!(out[0].as_slice::<u8>().unwrap(), want.as_slice(), "{op}");
+    }
+    let m = node_model("BitwiseNot", data_type::UINT8, false, data_type::UINT8);
+    let out = run(&m, &[Tensor::from_vec(x.to_vec(), &[4]).unwrap()]);
+    let want: Vec<u8> = x.iter().map(|a| !a).collect();
+    assert_eq!(out[0].as_slice::<u8>().unwrap(), want.as_slice());
+    let m = node_model("BitwiseNot", data_type::INT32, false, data_type::INT32);
+    let out = run(
+        &m,
+        &[Tensor::from_vec(vec![0i32, -1, 7, i32::MIN], &[4]).unwrap()],
+    );
+    assert_eq!(out[0].as_slice::<i32>().unwrap(), &[-1, 0, -8, i32::MAX]);
+}

@@ -257,6 +257,9 @@ fn binary_ref(b: BinaryOp, x: f64, y: f64, int: bool) -> f64 {
         BinaryOp::Le => bool_(x <= y),
         BinaryOp::Gt => bool_(x > y),
         BinaryOp::Ge => bool_(x >= y),
+        BinaryOp::BitAnd => ((x as i64) & (y as i64)) as f64,
+        BinaryOp::BitOr => ((x as i64) | (y as i64)) as f64,
+        BinaryOp::BitXor => ((x as i64) ^ (y as i64)) as f64,
     }
 }
 
@@ -320,6 +323,8 @@ fn binary_broadcasts_over_strided_inputs() {
             &[DType::Bool]
         } else if b.is_comparison() {
             &DType::ALL
+        } else if b.is_bitwise() {
+            &[DType::I32, DType::I64]
         } else {
             &[DType::F32, DType::F64, DType::I32, DType::I64]
         };

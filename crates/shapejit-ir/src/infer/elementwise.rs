@@ -149,6 +149,9 @@ pub(super) fn binary(
     let dtype = if op.is_logical() {
         expect_dtype(inputs, 0, &[DType::Bool])?;
         expect_dtype(inputs, 1, &[DType::Bool])?
+    } else if op.is_bitwise() {
+        expect_same_dtype(inputs, 1)?;
+        expect_dtype(inputs, 0, &[DType::I32, DType::I64])?
     } else if op.is_comparison() {
         // comparisons run on every dtype (no compute-dtype rounding)
         expect_same_dtype(inputs, 1)?;

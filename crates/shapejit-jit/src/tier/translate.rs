@@ -783,5 +783,8 @@ fn binary(b: IrBinary) -> Result<Either, String> {
         IrBinary::Gt => Either::Cmp(CmpOp::Gt),
         IrBinary::Ge => Either::Cmp(CmpOp::Ge),
         IrBinary::And | IrBinary::Or => return Err("logical ops are not compiled".to_string()),
+        IrBinary::BitAnd | IrBinary::BitOr | IrBinary::BitXor => {
+            return Err("bitwise ops are not compiled".to_string());
+        }
     })
 }

@@ -293,3 +293,11 @@ pub fn bit_shift(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     }
     Ok(vec![cx.op(Op::Cast { to: dtype }, &[y])?])
 }
+
+/// `BitwiseNot(x)`: `x xor −1` in the compute dtype, cast back (which keeps
+/// the low bits: `255 − x` for u8).
+pub fn bitwise_not(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let ones = cx.scalar_like(x, -1.0);
+    Ok(vec![cx.bin(BinaryOp::BitXor, x, ones)?])
+}

@@ -275,6 +275,10 @@ pub const OPS: &[(&str, &[i64], MapFn)] = &[
     ("CumSum", &[11, 14], |cx| shape::cumulative(cx, false)),
     ("CumProd", &[26], |cx| shape::cumulative(cx, true)),
     ("Einsum", &[12, 28], einsum::einsum),
+    ("BitwiseAnd", &[18], |cx| ew::binary(cx, BinaryOp::BitAnd)),
+    ("BitwiseOr", &[18], |cx| ew::binary(cx, BinaryOp::BitOr)),
+    ("BitwiseXor", &[18], |cx| ew::binary(cx, BinaryOp::BitXor)),
+    ("BitwiseNot", &[18], ew::bitwise_not),
     ("TopK", &[1, 10, 11, 24], shape::top_k),
     ("NegativeLogLikelihoodLoss", &[12, 13, 22], loss::nll),
     (

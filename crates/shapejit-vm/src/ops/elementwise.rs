@@ -43,6 +43,7 @@ fn binary_dtypes(b: BinaryOp) -> &'static [DType] {
     match b {
         BinaryOp::And | BinaryOp::Or => &[DType::Bool],
         _ if b.is_comparison() => &DType::ALL,
+        _ if b.is_bitwise() => &[DType::I32, DType::I64],
         _ => &ARITH,
     }
 }
@@ -183,6 +184,8 @@ trait Int: Element + Ord {
     fn wdiv(self, o: Self) -> Self;
     /// Integer power; negative exponents give `1/x^n` truncated.
     fn wpow(self, e: Self) -> Self;
+    /// The bitwise and, or and xor.
+    fn bits(self, o: Self, b: BinaryOp) -> Self;
 }
 
 macro_rules! impl_int {
@@ -206,6 +209,13 @@ macro_rules! impl_int {
             }
             fn wdiv(self, o: $t) -> $t {
                 if o == 0 { 0 } else { self.wrapping_div(o) }
+            }
+            fn bits(self, o: $t, b: BinaryOp) -> $t {
+                match b {
+                    BinaryOp::BitAnd => self & o,
+                    BinaryOp::BitOr => self | o,
+                    _ => self ^ o,
+                }
             }
             fn wpow(self, e: $t) -> $t {
                 if e < 0 {
@@ -406,6 +416,9 @@ fn binary_int<T: Int>(
             Ok(())
         }
         BinaryOp::Pow => map2(op, inputs, out, |x: T, y: T| x.wpow(y)),
+        BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => {
+            map2(op, inputs, out, |x: T, y: T| x.bits(y, b))
+        }
         BinaryOp::Max => map2(op, inputs, out, |x: T, y: T| x.max(y)),
         BinaryOp::Min => map2(op, inputs, out, |x: T, y: T| x.min(y)),
         _ => compare::<T>(op, b, inputs, out),

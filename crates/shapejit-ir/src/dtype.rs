@@ -9,8 +9,8 @@
 //! arithmetic that has f64 kernels); the 8-, 16- and 32-bit integers compute in i64,
 //! where every value and every wrapping result is exact once cast back; u64
 //! computes in i64 by its bits (sums, differences, products and left shifts are
-//! exact; comparisons, division, remainders and right shifts read a value at or
-//! above 2^63 as negative).
+//! exact; division, remainders, extremes and right shifts read a value at or
+//! above 2^63 as negative; comparisons run on every dtype without promotion).
 //!
 //! [`Scalar`] converts between element types with one rule for every pair (used by
 //! the `cast` op and [`crate::Tensor::cast`]): float → int truncates toward zero

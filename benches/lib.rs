@@ -168,10 +168,12 @@ mod tests {
             );
         };
         // Each chain computes v ← fma(v, a, b) from v = a (one rounding per step, as
-        // `mul_add`); the result sums 2 chains × `lanes` lanes of equal values.
+        // `mul_add`); two chains are added lane by lane, then the lanes are summed in
+        // order (as `Iterator::sum`: with 16 lanes that sum rounds, so it is not 32·v).
         let lanes = fma_probe_level().map_or(0, Level::lanes);
         let v = (0..iters).fold(0.999_999f32, |v, _| v.mul_add(0.999_999, 1e-7));
-        assert_eq!(got, (2 * lanes) as f32 * v);
+        let want: f32 = std::iter::repeat_n(v + v, lanes).sum();
+        assert_eq!(got, want);
         assert_eq!(fma_probe(0), None);
         assert_eq!(fma_probe_flops(2), (2 * 12 * lanes * 2) as u64);
     }

@@ -202,6 +202,17 @@ impl<'g, 'm> NodeCx<'g, 'm> {
         }
     }
 
+    /// Emits `shape(x)`: the whole shape of `x` as an i64 vector.
+    pub fn shape_of(&mut self, x: ValueId) -> NodeResult<ValueId> {
+        self.op(
+            Op::Shape {
+                start: 0,
+                end: None,
+            },
+            &[x],
+        )
+    }
+
     /// Emits a unary elementwise op.
     pub fn un(&mut self, u: UnaryOp, x: ValueId) -> NodeResult<ValueId> {
         self.op(Op::Unary(u), &[x])

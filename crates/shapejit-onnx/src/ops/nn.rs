@@ -63,13 +63,7 @@ pub fn softmax(cx: &mut NodeCx, log: bool) -> NodeResult<Vec<ValueId>> {
     if rank == 0 || axis + 1 == rank {
         return Ok(vec![cx.op(make(-1), &[x])?]);
     }
-    let shape = cx.op(
-        Op::Shape {
-            start: 0,
-            end: None,
-        },
-        &[x],
-    )?;
+    let shape = cx.shape_of(x)?;
     let flat = cx.op(Op::Flatten { axis: axis as i64 }, &[x])?;
     let norm = cx.op(make(-1), &[flat])?;
     Ok(vec![

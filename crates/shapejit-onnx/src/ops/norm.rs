@@ -23,16 +23,6 @@ fn mean(cx: &mut NodeCx, x: ValueId, axes: &[i64]) -> NodeResult<ValueId> {
     )
 }
 
-fn shape_of(cx: &mut NodeCx, x: ValueId) -> NodeResult<ValueId> {
-    cx.op(
-        Op::Shape {
-            start: 0,
-            end: None,
-        },
-        &[x],
-    )
-}
-
 /// `LRN(size, alpha = 1e-4, beta = 0.75, bias = 1)`:
 /// `x / (bias + alpha/size · Σ x²)^beta`, the sum over channels
 /// `c − ⌊(size−1)/2⌋ ..= c + ⌈(size−1)/2⌉` (those that exist).
@@ -68,7 +58,7 @@ pub fn lrn(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         },
         &[image],
     )?;
-    let shape = shape_of(cx, x)?;
+    let shape = cx.shape_of(x)?;
     let avg = cx.op(Op::Reshape { allowzero: false }, &[avg, shape])?;
     let a = cx.scalar_like(x, alpha as f64);
     let scaled = cx.bin(BinaryOp::Mul, avg, a)?;
@@ -170,7 +160,7 @@ pub fn group_norm(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let target = cx.const_i64s(vec![0, groups, -1]);
     let grouped = cx.op(Op::Reshape { allowzero: false }, &[x, target])?;
     let normed = standardize(cx, grouped, &[2], epsilon)?;
-    let shape = shape_of(cx, x)?;
+    let shape = cx.shape_of(x)?;
     if cx.version < 21 {
         let s = cx.op(Op::Unsqueeze { axes: vec![1] }, &[scale])?;
         let b = cx.op(Op::Unsqueeze { axes: vec![1] }, &[bias])?;

@@ -263,13 +263,7 @@ pub fn hardmax(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     if axis + 1 == rank {
         return Ok(vec![one_hot(cx, x, axis)?]);
     }
-    let shape = cx.op(
-        Op::Shape {
-            start: 0,
-            end: None,
-        },
-        &[x],
-    )?;
+    let shape = cx.shape_of(x)?;
     let flat = cx.op(Op::Flatten { axis: axis as i64 }, &[x])?;
     let h = one_hot(cx, flat, 1)?;
     Ok(vec![cx.op(Op::Reshape { allowzero: false }, &[h, shape])?])

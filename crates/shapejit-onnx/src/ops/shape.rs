@@ -130,11 +130,7 @@ fn unsqueeze_at_run_time(cx: &mut NodeCx, x: ValueId, axes: ValueId) -> NodeResu
         // a scalar: every output dim is 1
         i64s(cx, vec![1], &[1])?
     } else {
-        let shape = Op::Shape {
-            start: 0,
-            end: None,
-        };
-        cx.op(shape, &[x])?
+        cx.shape_of(x)?
     };
     let picked = cx.op(Op::Gather { axis: 0 }, &[dims, src])?;
     let one = cx.const_scalar(DType::I64, 1.0);
@@ -365,13 +361,7 @@ pub fn pad(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     if let Some(value) = computed {
         // the input padded with 0 where a mask of its extent (padded with
         // false) holds, the value elsewhere
-        let shape = cx.op(
-            Op::Shape {
-                start: 0,
-                end: None,
-            },
-            &[x],
-        )?;
+        let shape = cx.shape_of(x)?;
         let inside = cx.op(
             Op::ConstantOfShape {
                 value: Tensor::scalar(true),
@@ -558,13 +548,7 @@ pub fn dropout(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     if !cx.wants_output(1) {
         return Ok(vec![x]);
     }
-    let shape = cx.op(
-        Op::Shape {
-            start: 0,
-            end: None,
-        },
-        &[x],
-    )?;
+    let shape = cx.shape_of(x)?;
     let mask = cx.op(
         Op::ConstantOfShape {
             value: Tensor::scalar(true),

@@ -14,6 +14,7 @@
 
 use crate::codegen::elementwise::emit_elementwise;
 use crate::codegen::function::compile_function;
+use crate::codegen::tiles::{TilePlan, emit_tiled};
 use crate::error::JitError;
 use crate::kernel::CompiledCode;
 use crate::layout::{InputLayout, LoopNest, ShapeMode, required_len, validate_iteration};
@@ -42,23 +43,57 @@ pub struct ElementwiseKernel {
     mode: ShapeMode,
     inputs: Vec<InputLayout>,
     n_outputs: usize,
+    tiled: bool,
 }
 
-/// Compiles `spec` into machine code.
+/// Compiles `spec` into machine code: a tile driver over the micro-kernels when the
+/// program has one for every op and its rows are long enough (`codegen::tiles`),
+/// otherwise Cranelift's own vector loop.
 pub fn compile_elementwise(spec: &ElementwiseSpec) -> Result<ElementwiseKernel, JitError> {
+    compile(spec, true)
+}
+
+/// Compiles `spec` with Cranelift's own vector loop, never the tile driver (the
+/// inline math of `codegen::math`; for tests and comparisons).
+pub fn compile_elementwise_inline(spec: &ElementwiseSpec) -> Result<ElementwiseKernel, JitError> {
+    compile(spec, false)
+}
+
+fn compile(spec: &ElementwiseSpec, tiles: bool) -> Result<ElementwiseKernel, JitError> {
     validate(spec)?;
     let strides: Vec<&[usize]> = spec.inputs.iter().map(|i| i.strides.as_slice()).collect();
     let nest = LoopNest::new(&spec.shape, spec.mode, &strides, spec.program.outputs.len());
-    let code = compile_function(&spec.name, |b, params| {
-        emit_elementwise(b, params, &nest, &spec.program, spec.inputs.len());
-    })?;
+    let n_outputs = spec.program.outputs.len();
+    let plan = tile_plan(&nest, spec).filter(|_| tiles);
+    let tiled = plan.is_some();
+    let code = match plan {
+        Some(plan) => compile_function(&spec.name, |b, params| {
+            emit_tiled(b, params, &nest, &plan, spec.inputs.len(), n_outputs);
+        })?,
+        None => compile_function(&spec.name, |b, params| {
+            emit_elementwise(b, params, &nest, &spec.program, spec.inputs.len());
+        })?,
+    };
     Ok(ElementwiseKernel {
         code,
         shape: spec.shape.clone(),
         mode: spec.mode,
         inputs: spec.inputs.clone(),
         n_outputs: spec.program.outputs.len(),
+        tiled,
     })
+}
+
+/// The tile plan of `spec`, when it runs through the micro-kernels (see
+/// `codegen::tiles`).
+fn tile_plan(nest: &LoopNest, spec: &ElementwiseSpec) -> Option<TilePlan> {
+    let d = nest.dims.len() - 1;
+    let inner_strides: Vec<usize> = nest.strides[..spec.inputs.len()]
+        .iter()
+        .map(|s| s[d])
+        .collect();
+    let inner = (!(nest.family && d == 0)).then_some(nest.dims[d]);
+    TilePlan::new(&spec.program, &inner_strides, inner)
 }
 
 fn validate(spec: &ElementwiseSpec) -> Result<(), JitError> {
@@ -84,6 +119,12 @@ impl ElementwiseKernel {
     /// The code object (size, compile time, name).
     pub fn code(&self) -> &CompiledCode {
         &self.code
+    }
+
+    /// Whether the kernel is a tile driver over the micro-kernels (else Cranelift's
+    /// own vector loop).
+    pub fn is_tiled(&self) -> bool {
+        self.tiled
     }
 
     /// Number of inputs.

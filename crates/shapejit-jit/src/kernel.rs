@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use cranelift_jit::JITModule;
+use shapejit_kernels::micro::Table;
 
 static LIVE_CODE_BYTES: AtomicUsize = AtomicUsize::new(0);
 static LIVE_KERNELS: AtomicUsize = AtomicUsize::new(0);
@@ -32,10 +33,12 @@ pub fn live_kernels() -> usize {
 }
 
 /// The machine-level entry point every kernel has:
-/// `(inputs: *const *const f32, outputs: *const *mut f32, outer: u64)`.
+/// `(inputs: *const *const f32, outputs: *const *mut f32, outer: u64, table: *const Table)`.
 ///
-/// `outer` is the runtime outer dim of a family kernel (ignored by exact kernels).
-pub(crate) type EntryFn = unsafe extern "C" fn(*const *const f32, *const *mut f32, u64);
+/// `outer` is the runtime outer dim of a family kernel (ignored by exact kernels);
+/// `table` holds the micro-kernels tiled code calls.
+pub(crate) type EntryFn =
+    unsafe extern "C" fn(*const *const f32, *const *mut f32, u64, *const Table);
 
 /// Finalized code of one kernel plus the module that owns it.
 pub struct CompiledCode {
@@ -43,6 +46,8 @@ pub struct CompiledCode {
     entry: EntryFn,
     code_bytes: usize,
     compile_time: Duration,
+    /// the micro-kernels of the CPU level at compile time
+    table: &'static Table,
     /// Only touched in `Drop` (taken and freed).
     module: Mutex<Option<JITModule>>,
 }
@@ -63,6 +68,7 @@ impl CompiledCode {
             entry,
             code_bytes,
             compile_time,
+            table: Table::current(),
             module: Mutex::new(Some(module)),
         }
     }
@@ -98,7 +104,7 @@ impl CompiledCode {
         // SAFETY: the code is alive (we are borrowed, and only Drop frees it) and its
         // signature is `EntryFn` (built by `codegen::function`); buffer validity is the
         // caller's obligation, forwarded from this function's contract.
-        unsafe { (self.entry)(inputs, outputs, outer) }
+        unsafe { (self.entry)(inputs, outputs, outer, self.table) }
     }
 }
 

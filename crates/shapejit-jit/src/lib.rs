@@ -42,7 +42,9 @@ mod program;
 mod row;
 pub mod tier;
 
-pub use elementwise::{ElementwiseKernel, ElementwiseSpec, compile_elementwise};
+pub use elementwise::{
+    ElementwiseKernel, ElementwiseSpec, compile_elementwise, compile_elementwise_inline,
+};
 pub use error::JitError;
 pub use isa::check_host;
 pub use kernel::{CompiledCode, live_code_bytes, live_kernels};

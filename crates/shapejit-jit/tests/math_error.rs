@@ -1,12 +1,15 @@
 //! Measures the maximum error of the inline transcendental functions against f64
 //! references over wide input ranges, through compiled kernels (vector body and scalar
-//! tail both run), and asserts the documented bounds.
+//! tail both run), and asserts the documented bounds. The kernels are compiled with
+//! Cranelift's own loop (`compile_elementwise_inline`); tiled kernels call the
+//! interpreter's functions, whose bounds `shapejit-kernels` tests (`tests/tiles.rs`
+//! checks they are bit-identical to them).
 
 mod common;
 
 use common::{Rng, ulp_error, unary64};
 use shapejit_jit::{
-    ElementwiseSpec, InputLayout, Program, ShapeMode, UnaryOp, compile_elementwise,
+    ElementwiseSpec, InputLayout, Program, ShapeMode, UnaryOp, compile_elementwise_inline,
 };
 
 fn unary_kernel(op: UnaryOp, n: usize) -> shapejit_jit::ElementwiseKernel {
@@ -21,7 +24,9 @@ fn unary_kernel(op: UnaryOp, n: usize) -> shapejit_jit::ElementwiseKernel {
         inputs: vec![InputLayout::contiguous(&[n])],
         program,
     };
-    compile_elementwise(&spec).expect("compiles")
+    let kernel = compile_elementwise_inline(&spec).expect("compiles");
+    assert!(!kernel.is_tiled());
+    kernel
 }
 
 /// Runs `op` on `xs` and returns (max ulp error, input where it occurs, max relative error).

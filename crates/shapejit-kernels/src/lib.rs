@@ -41,6 +41,7 @@ pub mod error;
 pub mod gather;
 pub mod math;
 pub mod matmul;
+pub mod micro;
 pub mod packed;
 pub mod reduce;
 pub mod rows;

@@ -1,5 +1,5 @@
-//! The [`crate::math`] functions (plus `√` and `1/x`) over slices at full
-//! vector width, one entry point per function and CPU level.
+//! The [`crate::math`] functions (plus `√`, `1/x`, negation, `|x|` and ReLU) over
+//! slices at full vector width, one entry point per function and CPU level.
 //!
 //! [`Unary::apply`] runs at [`cpu::level`]; [`Unary::apply_at`] at a chosen
 //! level (lowered to what the CPU has). For generated code, [`Unary::entry`]
@@ -60,10 +60,32 @@ fn reciprocal_v<S: Simd>(s: S, x: S::V) -> S::V {
     s.div(s.splat(1.0), x)
 }
 
+#[inline(always)]
+fn neg_v<S: Simd>(s: S, x: S::V) -> S::V {
+    s.xor_bits(x, 0x8000_0000)
+}
+
+#[inline(always)]
+fn abs_v<S: Simd>(s: S, x: S::V) -> S::V {
+    s.and_bits(x, 0x7fff_ffff)
+}
+
+/// `x < 0 ? 0 : x`: NaN and -0 pass through (ONNX's Relu as the interpreter has it).
+#[inline(always)]
+fn relu_v<S: Simd>(s: S, x: S::V) -> S::V {
+    let zero = s.splat(0.0);
+    s.select(s.lt(x, zero), zero, x)
+}
+
+fn relu(x: f32) -> f32 {
+    if x < 0.0 { 0.0 } else { x }
+}
+
 /// Defines the `Unary` enum and one `extern "C"` entry point per function and level.
 macro_rules! unary_kernels {
     ($($(#[$doc:meta])* $name:ident => $f:path, $scalar:expr;)*) => {
-        /// A unary f32 function with a slice kernel per CPU level.
+        /// A unary f32 function with a slice kernel per CPU level (`k as usize` is
+        /// its index in [`Unary::ALL`]).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum Unary {
             $($(#[$doc])* $name,)*
@@ -176,6 +198,12 @@ unary_kernels! {
     Sqrt => sqrt_v, f32::sqrt;
     /// `1/x`, correctly rounded
     Reciprocal => reciprocal_v, |x| 1.0 / x;
+    /// `-x` (the sign bit flipped, also of NaN and 0)
+    Neg => neg_v, |x: f32| -x;
+    /// `|x|` (the sign bit cleared)
+    Abs => abs_v, f32::abs;
+    /// `x < 0 ? 0 : x` (NaN and -0 pass through)
+    Relu => relu_v, relu;
 }
 
 impl Unary {

@@ -336,3 +336,42 @@ fn tails_and_unaligned_starts() {
         }
     }
 }
+
+/// Negation, `|x|` and ReLU are exact: bit for bit what Rust's `-x`, `f32::abs` and
+/// `x < 0 ? 0 : x` give, at every level, on specials (signed zeros, NaN with either
+/// sign, ±inf, subnormals, ±MAX) and a sweep of ordinary values.
+#[test]
+fn sign_ops_and_relu_are_bit_exact() {
+    let mut xs = vec![
+        0.0,
+        -0.0,
+        NAN,
+        -NAN,
+        INF,
+        -INF,
+        f32::MIN_POSITIVE / 8.0,
+        -f32::MIN_POSITIVE / 8.0,
+        f32::MAX,
+        f32::MIN,
+    ];
+    xs.extend((0..200).map(|i| (i as f32 - 100.3) * 1.7e-3 * (i as f32).exp2().min(1e30)));
+    let reference = |k: Unary, x: f32| match k {
+        Unary::Neg => -x,
+        Unary::Abs => x.abs(),
+        _ => {
+            if x < 0.0 {
+                0.0
+            } else {
+                x
+            }
+        }
+    };
+    for k in [Unary::Neg, Unary::Abs, Unary::Relu] {
+        for (level, got) in at_levels(k, &xs) {
+            for (&x, &g) in xs.iter().zip(&got) {
+                let want = reference(k, x);
+                assert_eq!(g.to_bits(), want.to_bits(), "{k:?}({x}) at {level}");
+            }
+        }
+    }
+}

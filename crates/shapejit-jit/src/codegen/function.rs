@@ -1,14 +1,16 @@
 //! Builds one kernel function in its own `JITModule` and finalizes it.
 //!
 //! **Invariant:** every kernel has the [`crate::kernel::EntryFn`] signature
-//! `(inputs, outputs, outer)` and no relocations (no calls, no symbols), so its code
-//! depends only on its own memory. A module whose compilation failed is freed before
+//! `(inputs, outputs, outer, table)` and no relocations (no symbols; the only calls
+//! go through the micro-kernel `table` it is passed), so its code depends only on its
+//! own memory and its arguments. A module whose compilation failed is freed before
 //! the error is returned.
 
 use std::time::Instant;
 
 use cranelift_codegen::ir::types::I64;
 use cranelift_codegen::ir::{AbiParam, InstBuilder, MemFlagsData, Value};
+use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module, default_libcall_names};
@@ -25,6 +27,10 @@ pub(crate) struct Params {
     pub(crate) outputs: Value,
     /// runtime outer dim (family kernels)
     pub(crate) outer: Value,
+    /// `*const shapejit_kernels::micro::Table`: the micro-kernels tiled code calls
+    pub(crate) table: Value,
+    /// the calling convention of the micro-kernels (`extern "C"`)
+    pub(crate) call_conv: CallConv,
 }
 
 impl Params {
@@ -81,9 +87,10 @@ fn define(
         message,
     };
     let mut sig = module.make_signature();
-    for _ in 0..3 {
+    for _ in 0..4 {
         sig.params.push(AbiParam::new(I64));
     }
+    let call_conv = sig.call_conv;
     let func_id = module
         .declare_function(name, Linkage::Local, &sig)
         .map_err(|e| codegen_err(e.to_string()))?;
@@ -101,6 +108,8 @@ fn define(
             inputs: p[0],
             outputs: p[1],
             outer: p[2],
+            table: p[3],
+            call_conv,
         };
         emit(&mut b, &params);
         b.ins().return_(&[]);
@@ -119,7 +128,7 @@ fn define(
         .finalize_definitions()
         .map_err(|e| codegen_err(e.to_string()))?;
     let ptr = module.get_finalized_function(func_id);
-    // SAFETY: the function was declared with the EntryFn signature above (three I64
+    // SAFETY: the function was declared with the EntryFn signature above (four I64
     // params, no returns, the ISA's default call convention, which is SysV = extern "C"
     // on x86_64 Linux) and finalized, so the pointer is executable code of that type.
     let entry = unsafe { std::mem::transmute::<*const u8, EntryFn>(ptr) };

@@ -64,6 +64,8 @@ pub trait Simd: Copy {
     fn max(self, a: Self::V, b: Self::V) -> Self::V;
     /// bits of `a` AND `bits` in every lane
     fn and_bits(self, a: Self::V, bits: u32) -> Self::V;
+    /// bits of `a` XOR `bits` in every lane
+    fn xor_bits(self, a: Self::V, bits: u32) -> Self::V;
     /// bits of `a` OR bits of `b`
     fn or(self, a: Self::V, b: Self::V) -> Self::V;
     /// `a < b` (false on NaN)
@@ -157,6 +159,10 @@ impl Simd for Scalar {
     #[inline(always)]
     fn and_bits(self, a: f32, bits: u32) -> f32 {
         f32::from_bits(a.to_bits() & bits)
+    }
+    #[inline(always)]
+    fn xor_bits(self, a: f32, bits: u32) -> f32 {
+        f32::from_bits(a.to_bits() ^ bits)
     }
     #[inline(always)]
     fn or(self, a: f32, b: f32) -> f32 {
@@ -328,6 +334,11 @@ mod x86 {
             unsafe { _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(bits as i32))) }
         }
         #[inline(always)]
+        fn xor_bits(self, a: __m256, bits: u32) -> __m256 {
+            // SAFETY: see the impl.
+            unsafe { _mm256_xor_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(bits as i32))) }
+        }
+        #[inline(always)]
         fn or(self, a: __m256, b: __m256) -> __m256 {
             // SAFETY: see the impl.
             unsafe { _mm256_or_ps(a, b) }
@@ -476,6 +487,11 @@ mod x86 {
         fn and_bits(self, a: __m512, bits: u32) -> __m512 {
             // SAFETY: see the impl.
             unsafe { _mm512_and_ps(a, _mm512_castsi512_ps(_mm512_set1_epi32(bits as i32))) }
+        }
+        #[inline(always)]
+        fn xor_bits(self, a: __m512, bits: u32) -> __m512 {
+            // SAFETY: see the impl.
+            unsafe { _mm512_xor_ps(a, _mm512_castsi512_ps(_mm512_set1_epi32(bits as i32))) }
         }
         #[inline(always)]
         fn or(self, a: __m512, b: __m512) -> __m512 {

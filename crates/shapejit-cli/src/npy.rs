@@ -115,6 +115,7 @@ pub fn read(path: &Path, name: &str, budget: &mut InputBudget) -> Result<Tensor>
         DType::U64 => Tensor::from_vec(npy.into_vec::<u64>().with_context(ctx)?, &shape),
         DType::Bool => Tensor::from_vec(npy.into_vec::<bool>().with_context(ctx)?, &shape),
         DType::Bf16 => bail!("'{}': numpy has no bfloat16", path.display()),
+        other => bail!("'{}': numpy has no {other}", path.display()),
     };
     tensor.with_context(|| {
         format!(
@@ -144,6 +145,14 @@ pub fn write(path: &Path, tensor: &Tensor) -> Result<()> {
         DType::U32 => write_typed(file, &shape, tensor.as_slice::<u32>()?),
         DType::U64 => write_typed(file, &shape, tensor.as_slice::<u64>()?),
         DType::Bool => write_typed(file, &shape, tensor.as_slice::<bool>()?),
+        // numpy has no narrow types: their values, exactly, in the compute dtype
+        narrow => {
+            let wide = tensor.cast(narrow.compute())?;
+            match wide.dtype() {
+                DType::F32 => write_typed(file, &shape, wide.as_slice::<f32>()?),
+                _ => write_typed(file, &shape, wide.as_slice::<i64>()?),
+            }
+        }
     }
     .with_context(ctx)
 }

@@ -12,6 +12,11 @@
 //! exact; division, remainders, extremes and right shifts read a value at or
 //! above 2^63 as negative; comparisons run on every dtype without promotion).
 //!
+//! The narrow types of ONNX quantization (`f8e4m3fn`, `f8e4m3fnuz`, `f8e5m2`,
+//! `f8e5m2fnuz`, `f8e8m0`, `f4e2m1`, `i4`, `u4`, `i2`, `u2`) are storage
+//! types, one byte per element, computing in f32 or i64 ([`narrow`] gives
+//! their conversion rules).
+//!
 //! [`Scalar`] converts between element types with one rule for every pair (used by
 //! the `cast` op and [`crate::Tensor::cast`]): float → int truncates toward zero
 //! and saturates (NaN → 0); int → int wraps; int → float and float → float round
@@ -24,6 +29,9 @@
 use std::fmt;
 
 pub use half::{bf16, f16};
+pub use narrow::{F4E2M1, F8E4M3Fn, F8E4M3Fnuz, F8E5M2, F8E5M2Fnuz, F8E8M0, I2, I4, U2, U4};
+
+pub mod narrow;
 
 /// The element type of a tensor.
 #[derive(
@@ -57,11 +65,31 @@ pub enum DType {
     U32,
     /// 64-bit unsigned integer.
     U64,
+    /// float8 e4m3, no inf (computed in f32).
+    F8E4M3Fn,
+    /// float8 e4m3, no inf, no -0 (computed in f32).
+    F8E4M3Fnuz,
+    /// float8 e5m2 (computed in f32).
+    F8E5M2,
+    /// float8 e5m2, no inf, no -0 (computed in f32).
+    F8E5M2Fnuz,
+    /// float8 exponent only, a power of two (computed in f32).
+    F8E8M0,
+    /// float4 e2m1, one per byte (computed in f32).
+    F4E2M1,
+    /// 4-bit signed integer, one per byte (computed in i64).
+    I4,
+    /// 4-bit unsigned integer, one per byte (computed in i64).
+    U4,
+    /// 2-bit signed integer, one per byte (computed in i64).
+    I2,
+    /// 2-bit unsigned integer, one per byte (computed in i64).
+    U2,
 }
 
 impl DType {
     /// All dtypes, in a stable order.
-    pub const ALL: [DType; 13] = [
+    pub const ALL: [DType; 23] = [
         DType::F32,
         DType::I32,
         DType::I64,
@@ -75,12 +103,32 @@ impl DType {
         DType::U16,
         DType::U32,
         DType::U64,
+        DType::F8E4M3Fn,
+        DType::F8E4M3Fnuz,
+        DType::F8E5M2,
+        DType::F8E5M2Fnuz,
+        DType::F8E8M0,
+        DType::F4E2M1,
+        DType::I4,
+        DType::U4,
+        DType::I2,
+        DType::U2,
     ];
 
     /// Size of one element in bytes.
     pub fn size(self) -> usize {
         match self {
             DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::F8E4M3Fn
+            | DType::F8E4M3Fnuz
+            | DType::F8E5M2
+            | DType::F8E5M2Fnuz
+            | DType::F8E8M0
+            | DType::F4E2M1
+            | DType::I4
+            | DType::U4
+            | DType::I2
+            | DType::U2 => 1,
             DType::F16 | DType::Bf16 | DType::I16 | DType::U16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::I64 | DType::F64 | DType::U64 => 8,
@@ -103,6 +151,45 @@ impl DType {
             DType::U16 => "u16",
             DType::U32 => "u32",
             DType::U64 => "u64",
+            DType::F8E4M3Fn => "f8e4m3fn",
+            DType::F8E4M3Fnuz => "f8e4m3fnuz",
+            DType::F8E5M2 => "f8e5m2",
+            DType::F8E5M2Fnuz => "f8e5m2fnuz",
+            DType::F8E8M0 => "f8e8m0",
+            DType::F4E2M1 => "f4e2m1",
+            DType::I4 => "i4",
+            DType::U4 => "u4",
+            DType::I2 => "i2",
+            DType::U2 => "u2",
+        }
+    }
+
+    /// True for the narrow storage types of ONNX quantization (the float8
+    /// and float4 formats, the 4- and 2-bit integers; see [`narrow`]).
+    pub fn is_narrow(self) -> bool {
+        matches!(
+            self,
+            DType::F8E4M3Fn
+                | DType::F8E4M3Fnuz
+                | DType::F8E5M2
+                | DType::F8E5M2Fnuz
+                | DType::F8E8M0
+                | DType::F4E2M1
+                | DType::I4
+                | DType::U4
+                | DType::I2
+                | DType::U2
+        )
+    }
+
+    /// The bits of each stored byte an element uses: 1 for bool, 4 or 2 for
+    /// the sub-byte types, `8 * size` otherwise (the other bits are zero).
+    pub fn bits(self) -> usize {
+        match self {
+            DType::Bool => 1,
+            DType::F4E2M1 | DType::I4 | DType::U4 => 4,
+            DType::I2 | DType::U2 => 2,
+            _ => 8 * self.size(),
         }
     }
 
@@ -113,7 +200,19 @@ impl DType {
 
     /// True for floating-point dtypes.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F16 | DType::Bf16 | DType::F64)
+        matches!(
+            self,
+            DType::F32
+                | DType::F16
+                | DType::Bf16
+                | DType::F64
+                | DType::F8E4M3Fn
+                | DType::F8E4M3Fnuz
+                | DType::F8E5M2
+                | DType::F8E5M2Fnuz
+                | DType::F8E8M0
+                | DType::F4E2M1
+        )
     }
 
     /// True for integer dtypes (signed or unsigned).
@@ -128,6 +227,10 @@ impl DType {
                 | DType::U16
                 | DType::U32
                 | DType::U64
+                | DType::I4
+                | DType::U4
+                | DType::I2
+                | DType::U2
         )
     }
 
@@ -135,8 +238,25 @@ impl DType {
     /// module docs): f32, i32, i64 and bool compute in themselves.
     pub fn compute(self) -> DType {
         match self {
-            DType::F16 | DType::Bf16 | DType::F64 => DType::F32,
-            DType::I8 | DType::I16 | DType::U8 | DType::U16 | DType::U32 | DType::U64 => DType::I64,
+            DType::F16
+            | DType::Bf16
+            | DType::F64
+            | DType::F8E4M3Fn
+            | DType::F8E4M3Fnuz
+            | DType::F8E5M2
+            | DType::F8E5M2Fnuz
+            | DType::F8E8M0
+            | DType::F4E2M1 => DType::F32,
+            DType::I8
+            | DType::I16
+            | DType::U8
+            | DType::U16
+            | DType::U32
+            | DType::U64
+            | DType::I4
+            | DType::U4
+            | DType::I2
+            | DType::U2 => DType::I64,
             DType::F32 | DType::I32 | DType::I64 | DType::Bool => self,
         }
     }
@@ -164,6 +284,16 @@ mod sealed {
     impl PlainData for u32 {}
     impl PlainData for u64 {}
     impl PlainData for bool {}
+    impl PlainData for super::narrow::F8E4M3Fn {}
+    impl PlainData for super::narrow::F8E4M3Fnuz {}
+    impl PlainData for super::narrow::F8E5M2 {}
+    impl PlainData for super::narrow::F8E5M2Fnuz {}
+    impl PlainData for super::narrow::F8E8M0 {}
+    impl PlainData for super::narrow::F4E2M1 {}
+    impl PlainData for super::narrow::I4 {}
+    impl PlainData for super::narrow::U4 {}
+    impl PlainData for super::narrow::I2 {}
+    impl PlainData for super::narrow::U2 {}
 }
 pub(crate) use sealed::PlainData;
 
@@ -337,6 +467,46 @@ macro_rules! with_dtype {
             }
             $crate::DType::U64 => {
                 type $T = u64;
+                $body
+            }
+            $crate::DType::F8E4M3Fn => {
+                type $T = $crate::dtype::F8E4M3Fn;
+                $body
+            }
+            $crate::DType::F8E4M3Fnuz => {
+                type $T = $crate::dtype::F8E4M3Fnuz;
+                $body
+            }
+            $crate::DType::F8E5M2 => {
+                type $T = $crate::dtype::F8E5M2;
+                $body
+            }
+            $crate::DType::F8E5M2Fnuz => {
+                type $T = $crate::dtype::F8E5M2Fnuz;
+                $body
+            }
+            $crate::DType::F8E8M0 => {
+                type $T = $crate::dtype::F8E8M0;
+                $body
+            }
+            $crate::DType::F4E2M1 => {
+                type $T = $crate::dtype::F4E2M1;
+                $body
+            }
+            $crate::DType::I4 => {
+                type $T = $crate::dtype::I4;
+                $body
+            }
+            $crate::DType::U4 => {
+                type $T = $crate::dtype::U4;
+                $body
+            }
+            $crate::DType::I2 => {
+                type $T = $crate::dtype::I2;
+                $body
+            }
+            $crate::DType::U2 => {
+                type $T = $crate::dtype::U2;
                 $body
             }
         }

@@ -28,6 +28,12 @@ pub enum TensorError {
     /// The element count overflows `usize`.
     #[error("tensor shape {0:?} has too many elements")]
     TooLarge(Vec<usize>),
+    /// A byte of bool or sub-byte data sets bits the dtype does not use.
+    #[error("{dtype} data has a byte beyond the dtype's {} bits", dtype.bits())]
+    InvalidBits {
+        /// The tensor's dtype.
+        dtype: DType,
+    },
     /// Viewing the data as another dtype.
     #[error("tensor has dtype {actual}, not {expected}")]
     WrongDType {
@@ -141,7 +147,8 @@ impl Tensor {
 
     /// A tensor over existing bytes (e.g. a memory-mapped region), without copying.
     ///
-    /// Bool data must hold only 0 and 1 bytes; other values are rejected.
+    /// Each byte of bool and sub-byte data must use only the dtype's bits
+    /// ([`DType::bits`]: 0 and 1 for bool); other values are rejected.
     pub fn from_bytes(dtype: DType, shape: &[usize], data: Bytes) -> Result<Tensor, TensorError> {
         let numel = checked_numel(shape).ok_or_else(|| TensorError::TooLarge(shape.to_vec()))?;
         let expected = numel
@@ -158,11 +165,9 @@ impl Tensor {
         if !(data.as_ptr() as usize).is_multiple_of(dtype.size()) {
             return Err(TensorError::Misaligned(dtype));
         }
-        if dtype == DType::Bool && data.iter().any(|&b| b > 1) {
-            return Err(TensorError::WrongDType {
-                expected: DType::Bool,
-                actual: DType::Bool,
-            });
+        let bits = dtype.bits();
+        if bits < 8 && data.iter().any(|&b| b >> bits != 0) {
+            return Err(TensorError::InvalidBits { dtype });
         }
         Ok(Tensor {
             dtype,

@@ -281,6 +281,26 @@ pub mod data_type {
     pub const COMPLEX128: i32 = 15;
     /// bfloat16
     pub const BFLOAT16: i32 = 16;
+    /// float8 e4m3fn
+    pub const FLOAT8E4M3FN: i32 = 17;
+    /// float8 e4m3fnuz
+    pub const FLOAT8E4M3FNUZ: i32 = 18;
+    /// float8 e5m2
+    pub const FLOAT8E5M2: i32 = 19;
+    /// float8 e5m2fnuz
+    pub const FLOAT8E5M2FNUZ: i32 = 20;
+    /// uint4, two per byte
+    pub const UINT4: i32 = 21;
+    /// int4, two per byte
+    pub const INT4: i32 = 22;
+    /// float4 e2m1, two per byte
+    pub const FLOAT4E2M1: i32 = 23;
+    /// float8 e8m0
+    pub const FLOAT8E8M0: i32 = 24;
+    /// uint2, four per byte
+    pub const UINT2: i32 = 25;
+    /// int2, four per byte
+    pub const INT2: i32 = 26;
 
     /// The ONNX name of a data type, for error messages.
     pub fn name(code: i32) -> String {
@@ -302,7 +322,16 @@ pub mod data_type {
             COMPLEX64 => "COMPLEX64",
             COMPLEX128 => "COMPLEX128",
             BFLOAT16 => "BFLOAT16",
-            17..=23 => "a float8/int4 type",
+            FLOAT8E4M3FN => "FLOAT8E4M3FN",
+            FLOAT8E4M3FNUZ => "FLOAT8E4M3FNUZ",
+            FLOAT8E5M2 => "FLOAT8E5M2",
+            FLOAT8E5M2FNUZ => "FLOAT8E5M2FNUZ",
+            UINT4 => "UINT4",
+            INT4 => "INT4",
+            FLOAT4E2M1 => "FLOAT4E2M1",
+            FLOAT8E8M0 => "FLOAT8E8M0",
+            UINT2 => "UINT2",
+            INT2 => "INT2",
             _ => return format!("unknown data type {code}"),
         };
         known.to_string()

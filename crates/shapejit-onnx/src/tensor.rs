@@ -4,8 +4,13 @@
 //! (`data_location = EXTERNAL`), `raw_data`, or the typed field of the dtype
 //! (`float_data`, `double_data`, `int64_data`, `uint64_data`, and `int32_data`
 //! for the narrower integers, bools, and the bits of FLOAT16 and BFLOAT16).
-//! Supported dtypes: FLOAT, FLOAT16, BFLOAT16, DOUBLE, INT8, INT16, INT32,
-//! INT64, UINT8, UINT16, UINT32, UINT64, BOOL; any other is an error naming it.
+//! `int32_data` holds the float8 types one element per entry and the 4- and
+//! 2-bit types as their packed bytes. Supported dtypes: FLOAT, FLOAT16,
+//! BFLOAT16, DOUBLE, INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64,
+//! BOOL, the float8 types, FLOAT4E2M1, INT4, UINT4, INT2, UINT2; any other is
+//! an error naming it. The 4- and 2-bit types are packed two and four to a
+//! byte, the first element in the low bits; they are unpacked to one per byte
+//! (the IR's layout), which copies them.
 //!
 //! **Invariant:** raw and external bytes are never copied when they are aligned
 //! for the dtype: the tensor is a slice of the memory-mapped file. Unaligned
@@ -43,6 +48,16 @@ pub fn dtype_of(code: i32) -> Option<DType> {
         data_type::UINT16 => Some(DType::U16),
         data_type::UINT32 => Some(DType::U32),
         data_type::UINT64 => Some(DType::U64),
+        data_type::FLOAT8E4M3FN => Some(DType::F8E4M3Fn),
+        data_type::FLOAT8E4M3FNUZ => Some(DType::F8E4M3Fnuz),
+        data_type::FLOAT8E5M2 => Some(DType::F8E5M2),
+        data_type::FLOAT8E5M2FNUZ => Some(DType::F8E5M2Fnuz),
+        data_type::FLOAT8E8M0 => Some(DType::F8E8M0),
+        data_type::FLOAT4E2M1 => Some(DType::F4E2M1),
+        data_type::INT4 => Some(DType::I4),
+        data_type::UINT4 => Some(DType::U4),
+        data_type::INT2 => Some(DType::I2),
+        data_type::UINT2 => Some(DType::U2),
         _ => None,
     }
 }
@@ -63,13 +78,23 @@ pub fn code_of(dtype: DType) -> i32 {
         DType::U16 => data_type::UINT16,
         DType::U32 => data_type::UINT32,
         DType::U64 => data_type::UINT64,
+        DType::F8E4M3Fn => data_type::FLOAT8E4M3FN,
+        DType::F8E4M3Fnuz => data_type::FLOAT8E4M3FNUZ,
+        DType::F8E5M2 => data_type::FLOAT8E5M2,
+        DType::F8E5M2Fnuz => data_type::FLOAT8E5M2FNUZ,
+        DType::F8E8M0 => data_type::FLOAT8E8M0,
+        DType::F4E2M1 => data_type::FLOAT4E2M1,
+        DType::I4 => data_type::INT4,
+        DType::U4 => data_type::UINT4,
+        DType::I2 => data_type::INT2,
+        DType::U2 => data_type::UINT2,
     }
 }
 
 /// The error for a data type the IR has no dtype for.
 pub fn unsupported_dtype(code: i32) -> String {
     format!(
-        "unsupported data type {} (supported: FLOAT, FLOAT16, BFLOAT16, DOUBLE, INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64, BOOL)",
+        "unsupported data type {} (supported: FLOAT, FLOAT16, BFLOAT16, DOUBLE, INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64, BOOL, FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ, FLOAT8E8M0, FLOAT4E2M1, INT4, UINT4, INT2, UINT2)",
         data_type::name(code)
     )
 }
@@ -205,6 +230,16 @@ pub fn tensor_from_proto(tp: &TensorProto, external: &ExternalFiles) -> Result<T
         .map(|&d| usize::try_from(d).map_err(|_| err(format!("negative dim {d} in {:?}", tp.dims))))
         .collect::<Result<Vec<usize>, _>>()?;
     let ir = |e: shapejit_ir::tensor::TensorError| err(e.to_string());
+    if dtype.bits() < 8 && dtype != DType::Bool {
+        let packed = if tp.data_location == DATA_LOCATION_EXTERNAL {
+            external.tensor_bytes(tp, name)?
+        } else if !tp.raw_data.is_empty() {
+            tp.raw_data.clone()
+        } else {
+            tp.int32_data.iter().map(|&v| v as u8).collect()
+        };
+        return unpack(dtype, &shape, &packed).map_err(err);
+    }
     if tp.data_location == DATA_LOCATION_EXTERNAL {
         let bytes = external.tensor_bytes(tp, name)?;
         return Tensor::from_bytes_or_copy(dtype, &shape, bytes).map_err(ir);
@@ -237,9 +272,43 @@ pub fn tensor_from_proto(tp: &TensorProto, external: &ExternalFiles) -> Result<T
             &shape,
         ),
         DType::Bool => Tensor::from_vec(tp.int32_data.iter().map(|&v| v != 0).collect(), &shape),
-        DType::F16 | DType::Bf16 | DType::I8 | DType::I16 | DType::U8 | DType::U16 => low_bytes(),
+        DType::F16
+        | DType::Bf16
+        | DType::I8
+        | DType::I16
+        | DType::U8
+        | DType::U16
+        | DType::F8E4M3Fn
+        | DType::F8E4M3Fnuz
+        | DType::F8E5M2
+        | DType::F8E5M2Fnuz
+        | DType::F8E8M0 => low_bytes(),
+        // unpacked above
+        DType::F4E2M1 | DType::I4 | DType::U4 | DType::I2 | DType::U2 => {
+            unreachable!("sub-byte dtypes are unpacked before")
+        }
     }
     .map_err(ir)
+}
+
+/// Unpacks `8 / bits` elements per byte, the first in the low bits.
+fn unpack(dtype: DType, shape: &[usize], packed: &[u8]) -> Result<Tensor, String> {
+    let bits = dtype.bits();
+    let per_byte = 8 / bits;
+    let numel = shapejit_ir::tensor::checked_numel(shape)
+        .ok_or_else(|| format!("shape {shape:?} is too large"))?;
+    if packed.len() != numel.div_ceil(per_byte) {
+        return Err(format!(
+            "{} packed bytes for {numel} {dtype} elements, expected {}",
+            packed.len(),
+            numel.div_ceil(per_byte)
+        ));
+    }
+    let mask = (1u8 << bits) - 1;
+    let bytes: Vec<u8> = (0..numel)
+        .map(|i| (packed[i / per_byte] >> (bits * (i % per_byte))) & mask)
+        .collect();
+    Tensor::from_bytes_or_copy(dtype, shape, Bytes::from(bytes)).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -244,3 +244,181 @@ fn bitwise_ops_on_unsigned_and_signed_integers() {
     );
     assert_eq!(out[0].as_slice::<i32>().unwrap(), &[-1, 0, -8, i32::MAX]);
 }
+
+/// `Cast(a, to = out_elem)` with extra attributes, on `[n]`.
+fn cast_model(
+    elem: i32,
+    out_elem: i32,
+    attrs: Vec<shapejit_onnx::proto::AttributeProto>,
+) -> ModelProto {
+    let mut attrs = attrs;
+    attrs.push(a_int("to", out_elem.into()));
+    let n = node("Cast", &["a"], &["y"], attrs);
+    model(
+        21,
+        graph(
+            vec![n],
+            vec![vi("a", elem, &["n"])],
+            vec![vi("y", out_elem, &["n"])],
+            vec![],
+        ),
+    )
+}
+
+#[test]
+fn float8_casts_saturate_unless_told_not_to() {
+    // e4m3fn: largest finite 448 = 1.75 * 2^8, its quantum there 32; e5m2:
+    // 57344 = 1.75 * 2^15, quantum 8192, and it has infinities
+    let xs = [
+        0.3f32,
+        464.0,
+        465.0,
+        1e6,
+        -1e6,
+        f32::INFINITY,
+        f32::NAN,
+        -0.0,
+        1e-9,
+    ];
+    let x = Tensor::from_vec(xs.to_vec(), &[xs.len()]).unwrap();
+    let values = |t: &Tensor| t.to_f64_vec();
+    // the nearest e4m3fn value of 0.3: the binade [0.25, 0.5) has quantum 2^-5
+    let near = (0.3f64 / 2f64.powi(-5)).round() * 2f64.powi(-5);
+    let same = |got: &[f64], want: &[f64]| {
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(want) {
+            assert!(g == w || g.is_nan() && w.is_nan(), "{got:?} vs {want:?}");
+        }
+    };
+    let out = run(
+        &cast_model(data_type::FLOAT, data_type::FLOAT8E4M3FN, vec![]),
+        std::slice::from_ref(&x),
+    );
+    assert_eq!(out[0].dtype(), DType::F8E4M3Fn);
+    same(
+        &values(&out[0]),
+        &[near, 448.0, 448.0, 448.0, -448.0, 448.0, f64::NAN, 0.0, 0.0],
+    );
+    let out = run(
+        &cast_model(
+            data_type::FLOAT,
+            data_type::FLOAT8E4M3FN,
+            vec![a_int("saturate", 0)],
+        ),
+        std::slice::from_ref(&x),
+    );
+    // 464 is the tie between 448 and 480 (NaN's encoding): to even, 448
+    same(
+        &values(&out[0]),
+        &[
+            near,
+            448.0,
+            f64::NAN,
+            f64::NAN,
+            f64::NAN,
+            f64::NAN,
+            f64::NAN,
+            0.0,
+            0.0,
+        ],
+    );
+    let out = run(
+        &cast_model(
+            data_type::FLOAT,
+            data_type::FLOAT8E5M2,
+            vec![a_int("saturate", 0)],
+        ),
+        std::slice::from_ref(&x),
+    );
+    let inf = f64::INFINITY;
+    same(
+        &values(&out[0]),
+        &[0.3125, 448.0, 448.0, inf, -inf, inf, f64::NAN, 0.0, 0.0],
+    );
+    // -0 keeps its sign in e4m3fn, not in the fnuz formats
+    let out = run(
+        &cast_model(data_type::FLOAT, data_type::FLOAT8E4M3FNUZ, vec![]),
+        &[x],
+    );
+    assert!(values(&out[0])[7].is_sign_positive());
+    assert_eq!(values(&out[0])[3], 240.0);
+}
+
+#[test]
+fn packed_int4_and_e8m0_load_and_cast() {
+    // five int4 values packed two per byte, the first in the low nibble
+    let values = [-8i64, 7, -1, 3, 0];
+    let mut packed = vec![0u8; 3];
+    for (i, v) in values.iter().enumerate() {
+        packed[i / 2] |= ((*v as u8) & 0xf) << (4 * (i % 2));
+    }
+    let t = TensorProto {
+        name: "w".into(),
+        dims: vec![5],
+        data_type: data_type::INT4,
+        raw_data: packed.into(),
+        ..Default::default()
+    };
+    let n = node(
+        "Cast",
+        &["w"],
+        &["y"],
+        vec![a_int("to", data_type::INT64.into())],
+    );
+    let m = model(
+        21,
+        graph(
+            vec![n],
+            vec![],
+            vec![vi("y", data_type::INT64, &["5"])],
+            vec![t],
+        ),
+    );
+    let out = run(&m, &[]);
+    assert_eq!(out[0].as_slice::<i64>().unwrap(), &values);
+    // f32 -> int4 truncates; out of range is 0 (the onnx reference)
+    let x = Tensor::from_vec(vec![2.7f32, -2.7, 8.0, -9.0, 7.0], &[5]).unwrap();
+    let out = run(&cast_model(data_type::FLOAT, data_type::INT4, vec![]), &[x]);
+    assert_eq!(out[0].dtype(), DType::I4);
+    assert_eq!(out[0].to_f64_vec(), vec![2.0, -2.0, 0.0, 0.0, 7.0]);
+    // e8m0 rounds the exponent up and drops the sign
+    let x = Tensor::from_vec(vec![4.0f32, 1.1, -0.3, f32::INFINITY], &[4]).unwrap();
+    let out = run(
+        &cast_model(data_type::FLOAT, data_type::FLOAT8E8M0, vec![]),
+        std::slice::from_ref(&x),
+    );
+    let got = out[0].to_f64_vec();
+    assert_eq!(&got[..3], &[4.0, 2.0, 0.5]);
+    assert!(got[3].is_nan());
+    let err = import(&cast_model(
+        data_type::FLOAT,
+        data_type::FLOAT8E8M0,
+        vec![a_str("round_mode", "nearest")],
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("Cast") && err.contains("round_mode = nearest"),
+        "{err}"
+    );
+    // a packed tensor of the wrong length is an error naming it
+    let bad = TensorProto {
+        name: "w".into(),
+        dims: vec![5],
+        data_type: data_type::UINT2,
+        raw_data: vec![0u8; 3].into(),
+        ..Default::default()
+    };
+    let n = node("Identity", &["w"], &["y"], vec![]);
+    let m = model(
+        21,
+        graph(
+            vec![n],
+            vec![],
+            vec![vi("y", data_type::UINT2, &["5"])],
+            vec![bad],
+        ),
+    );
+    let err = import(&m).unwrap_err().to_string();
+    assert!(err.contains("'w'") && err.contains("packed bytes"), "{err}");
+}

@@ -44,14 +44,26 @@ pub fn onnx_type(dtype: DType) -> &'static str {
         DType::U16 => "tensor(uint16)",
         DType::U32 => "tensor(uint32)",
         DType::U64 => "tensor(uint64)",
+        DType::F8E4M3Fn => "tensor(float8e4m3fn)",
+        DType::F8E4M3Fnuz => "tensor(float8e4m3fnuz)",
+        DType::F8E5M2 => "tensor(float8e5m2)",
+        DType::F8E5M2Fnuz => "tensor(float8e5m2fnuz)",
+        DType::F8E8M0 => "tensor(float8e8m0)",
+        DType::F4E2M1 => "tensor(float4e2m1)",
+        DType::I4 => "tensor(int4)",
+        DType::U4 => "tensor(uint4)",
+        DType::I2 => "tensor(int2)",
+        DType::U2 => "tensor(uint2)",
     }
 }
 
-/// The numpy dtype of a shapejit dtype (numpy has no bfloat16: bf16 outputs
-/// are float32 arrays, exactly, and bf16 inputs are not accepted).
+/// The numpy dtype of a shapejit dtype (numpy has no bfloat16 and no narrow
+/// types: bf16 and narrow float outputs are float32 arrays, narrow integer
+/// outputs int64 arrays, exactly, and such inputs are not accepted).
 fn descr(py: Python<'_>, dtype: DType) -> Bound<'_, PyArrayDescr> {
     match dtype {
         DType::F32 | DType::Bf16 => numpy::dtype::<f32>(py),
+        narrow if narrow.is_narrow() => descr(py, narrow.compute()),
         DType::I32 => numpy::dtype::<i32>(py),
         DType::I64 => numpy::dtype::<i64>(py),
         DType::Bool => numpy::dtype::<bool>(py),
@@ -63,6 +75,7 @@ fn descr(py: Python<'_>, dtype: DType) -> Bound<'_, PyArrayDescr> {
         DType::U16 => numpy::dtype::<u16>(py),
         DType::U32 => numpy::dtype::<u32>(py),
         DType::U64 => numpy::dtype::<u64>(py),
+        _ => unreachable!("every narrow dtype is matched above"),
     }
 }
 
@@ -102,9 +115,11 @@ impl AsRef<[u8]> for ArrayBytes {
 /// The tensor for input `spec` from a Python value.
 pub fn input_tensor(spec: &IoSpec, value: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     let py = value.py();
-    // bf16 inputs are given as float32 arrays and rounded once here
+    // bf16 and narrow inputs are given in their compute dtype (float32 or
+    // int64) and converted once here
     let dtype = match spec.ty.dtype {
         DType::Bf16 => DType::F32,
+        other if other.is_narrow() => other.compute(),
         other => other,
     };
     let want = descr(py, dtype);
@@ -193,11 +208,23 @@ pub fn output_array(py: Python<'_>, tensor: Tensor) -> PyResult<Bound<'_, PyAny>
         DType::I64 => array_of::<i64>(py, tensor),
         DType::Bool => array_of::<bool>(py, tensor),
         DType::F16 => array_of::<shapejit::ir::dtype::f16>(py, tensor),
-        DType::Bf16 => {
+        DType::Bf16
+        | DType::F8E4M3Fn
+        | DType::F8E4M3Fnuz
+        | DType::F8E5M2
+        | DType::F8E5M2Fnuz
+        | DType::F8E8M0
+        | DType::F4E2M1 => {
             let wide = tensor
                 .cast(DType::F32)
                 .map_err(|e| pyo3::exceptions::PyMemoryError::new_err(e.to_string()))?;
             array_of::<f32>(py, wide)
+        }
+        DType::I4 | DType::U4 | DType::I2 | DType::U2 => {
+            let wide = tensor
+                .cast(DType::I64)
+                .map_err(|e| pyo3::exceptions::PyMemoryError::new_err(e.to_string()))?;
+            array_of::<i64>(py, wide)
         }
         DType::F64 => array_of::<f64>(py, tensor),
         DType::I8 => array_of::<i8>(py, tensor),

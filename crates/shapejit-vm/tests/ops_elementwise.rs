@@ -436,6 +436,16 @@ fn cast_ref(v: f64, from: DType, to: DType) -> f64 {
         DType::U16 => int(16, false),
         DType::U32 => int(32, false),
         DType::U64 => int(64, false),
+        // the narrow types' element rule has its own naive-reference test
+        // (shapejit-ir's `dtype::narrow`); this checks the op applies it
+        narrow => {
+            let n = if from.is_float() {
+                shapejit_ir::Num::Float(v)
+            } else {
+                shapejit_ir::Num::Int(v as i128)
+            };
+            shapejit_ir::with_dtype!(narrow, T => shapejit_ir::Scalar::to_f64(<T as shapejit_ir::Scalar>::from_num(n)))
+        }
     }
 }
 
@@ -467,6 +477,14 @@ fn cast_source(rng: &mut Rng, dtype: DType, shape: &[usize], kind: Kind) -> Host
         DType::U32 => Host::random(rng, shape, kind, |r| r.next_u64() as u32),
         DType::U64 => Host::random(rng, shape, kind, |r| r.next_u64() >> r.range(12, 63)),
         DType::Bool => Host::random(rng, shape, kind, |r| r.bool()),
+        narrow => shapejit_ir::with_dtype!(narrow, T => Host::random(rng, shape, kind, |r| {
+            let n = if narrow.is_float() {
+                shapejit_ir::Num::Float(float(r))
+            } else {
+                shapejit_ir::Num::Int(i128::from(r.next_u64() as i8))
+            };
+            <T as shapejit_ir::Scalar>::from_num(n)
+        })),
     }
 }
 

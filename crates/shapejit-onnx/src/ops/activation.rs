@@ -134,12 +134,9 @@ pub fn xor(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     Ok(vec![cx.un(UnaryOp::Not, same)?])
 }
 
-/// `CastLike(x, like)`: a Cast to `like`'s dtype; `saturate` and
-/// `round_mode` only matter for float8 targets, which have no IR dtype.
+/// `CastLike(x, like)`: a Cast to `like`'s dtype, with Cast's attributes.
 pub fn cast_like(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let (x, like) = (cx.input(0)?, cx.input(1)?);
-    cx.attrs.ignore("saturate");
-    cx.attrs.ignore("round_mode");
     let to = cx.ty(like).dtype;
-    Ok(vec![cx.op(Op::Cast { to }, &[x])?])
+    Ok(vec![super::elementwise::cast_to(cx, x, to)?])
 }

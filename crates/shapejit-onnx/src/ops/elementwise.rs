@@ -137,12 +137,9 @@ pub fn where_(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     Ok(vec![cx.op(Op::Where, &[c, x, y])?])
 }
 
-/// `Cast(to)`; `saturate` and `round_mode` (version 24) only matter for
-/// float8 targets, which are unsupported.
+/// `Cast(to)` ([`cast_to`]).
 pub fn cast(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let x = cx.input(0)?;
-    cx.attrs.ignore("saturate");
-    cx.attrs.ignore("round_mode");
     let code = cx
         .attr_int("to")?
         .ok_or_else(|| cx.bad("required attribute 'to' is missing"))?;
@@ -150,7 +147,46 @@ pub fn cast(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         .ok()
         .and_then(dtype_of)
         .ok_or_else(|| cx.unsupported(unsupported_dtype(code as i32)))?;
-    Ok(vec![cx.op(Op::Cast { to }, &[x])?])
+    Ok(vec![cast_to(cx, x, to)?])
+}
+
+/// A cast with Cast's `saturate` (version 19, default 1) and `round_mode`
+/// (version 24, default "up"): the conversion rule of [`shapejit_ir::dtype`],
+/// except that a saturating cast to one of the four float8 formats clips to
+/// its largest finite value first (in f32, or f64 for f64; NaN stays NaN), as
+/// the onnx reference does. `f8e8m0` converts as its rule says (round up,
+/// saturating); other settings for it are unsupported.
+pub fn cast_to(cx: &mut NodeCx, x: ValueId, to: DType) -> NodeResult<ValueId> {
+    let saturate = cx.int_or("saturate", 1)? != 0;
+    let round_mode = cx.attr_string("round_mode")?;
+    if to == DType::F8E8M0 && (!saturate || round_mode.as_deref().is_some_and(|m| m != "up")) {
+        return Err(cx.unsupported(format!(
+            "a cast to f8e8m0 with saturate = {} and round_mode = {}",
+            u8::from(saturate),
+            round_mode.as_deref().unwrap_or("up")
+        )));
+    }
+    let max = match to {
+        DType::F8E4M3Fn => shapejit_ir::dtype::F8E4M3Fn::max_finite(),
+        DType::F8E4M3Fnuz => shapejit_ir::dtype::F8E4M3Fnuz::max_finite(),
+        DType::F8E5M2 => shapejit_ir::dtype::F8E5M2::max_finite(),
+        DType::F8E5M2Fnuz => shapejit_ir::dtype::F8E5M2Fnuz::max_finite(),
+        _ => return cx.op(Op::Cast { to }, &[x]),
+    };
+    let from = cx.ty(x).dtype;
+    if !saturate || from == DType::Bool {
+        return cx.op(Op::Cast { to }, &[x]);
+    }
+    // f32 holds every f16, bf16 and narrow value; f64 clips in itself
+    let wide = match from {
+        DType::F32 | DType::F64 => x,
+        _ => cx.op(Op::Cast { to: DType::F32 }, &[x])?,
+    };
+    let hi = cx.scalar_like(wide, max);
+    let lo = cx.scalar_like(wide, -max);
+    let clipped = cx.bin(BinaryOp::Min, wide, hi)?;
+    let clipped = cx.bin(BinaryOp::Max, clipped, lo)?;
+    cx.op(Op::Cast { to }, &[clipped])
 }
 
 /// `PRelu(x, slope)` = `x < 0 ? slope * x : x`. Before opset 7 a 1-D slope

@@ -19,6 +19,7 @@ use crate::error::JitError;
 use crate::kernel::CompiledCode;
 use crate::layout::{InputLayout, LoopNest, ShapeMode, required_len, validate_iteration};
 use crate::program::{Program, ProgramContext};
+use smallvec::SmallVec;
 
 /// What to compile: the output shape, every input's strides and the program.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,6 +45,10 @@ pub struct ElementwiseKernel {
     inputs: Vec<InputLayout>,
     n_outputs: usize,
     tiled: bool,
+    /// dim 0 is a runtime count in the code (family kernels, tiled exact ones)
+    splittable: bool,
+    /// estimated ps per element
+    cost_ps: u128,
 }
 
 /// Compiles `spec` into machine code: a tile driver over the micro-kernels when the
@@ -62,10 +67,18 @@ pub fn compile_elementwise_inline(spec: &ElementwiseSpec) -> Result<ElementwiseK
 fn compile(spec: &ElementwiseSpec, tiles: bool) -> Result<ElementwiseKernel, JitError> {
     validate(spec)?;
     let strides: Vec<&[usize]> = spec.inputs.iter().map(|i| i.strides.as_slice()).collect();
-    let nest = LoopNest::new(&spec.shape, spec.mode, &strides, spec.program.outputs.len());
     let n_outputs = spec.program.outputs.len();
+    let nest = LoopNest::new(&spec.shape, spec.mode, &strides, n_outputs);
     let plan = tile_plan(&nest, spec).filter(|_| tiles);
     let tiled = plan.is_some();
+    // A tiled exact kernel keeps dim 0 a runtime count too, so that it can run a
+    // range of it (a piece for the pool); the folded inner dims are what it needs.
+    let splittable = spec.mode == ShapeMode::Family || (tiled && spec.shape.len() > 1);
+    let nest = if splittable && spec.mode == ShapeMode::Exact {
+        LoopNest::new(&spec.shape, ShapeMode::Family, &strides, n_outputs)
+    } else {
+        nest
+    };
     let code = match plan {
         Some(plan) => compile_function(&spec.name, |b, params| {
             emit_tiled(b, params, &nest, &plan, spec.inputs.len(), n_outputs);
@@ -81,8 +94,33 @@ fn compile(spec: &ElementwiseSpec, tiles: bool) -> Result<ElementwiseKernel, Jit
         inputs: spec.inputs.clone(),
         n_outputs: spec.program.outputs.len(),
         tiled,
+        splittable,
+        cost_ps: 300 + 25 * spec.program.weight() as u128,
     })
 }
+
+/// Runs `f(i)` for every `i` below a count, returning when all are done (a thread
+/// pool's `run`, or a plain loop); how kernels hand their pieces out.
+pub type Spread<'a> = &'a dyn Fn(usize, &(dyn Fn(usize) + Sync));
+
+/// Buffer pointers shared by the pieces of one call.
+struct Pointers {
+    ins: SmallVec<[*const f32; 8]>,
+    outs: SmallVec<[*mut f32; 4]>,
+}
+
+impl Pointers {
+    /// # Safety
+    /// As [`ElementwiseKernel::run_range_unchecked`].
+    unsafe fn run(&self, kernel: &ElementwiseKernel, lo: usize, hi: usize) {
+        // SAFETY: forwarded.
+        unsafe { kernel.run_range_unchecked(&self.ins, &self.outs, lo, hi) }
+    }
+}
+
+// SAFETY: the pointers are only dereferenced by the kernel's code on disjoint ranges
+// of the outputs (and shared reads of the inputs) while the call that made them waits.
+unsafe impl Sync for Pointers {}
 
 /// The tile plan of `spec`, when it runs through the micro-kernels (see
 /// `codegen::tiles`).
@@ -173,6 +211,22 @@ impl ElementwiseKernel {
         outputs: &mut [&mut [f32]],
         outer: usize,
     ) -> Result<(), JitError> {
+        self.run_pieces(inputs, outputs, outer, 1, &|n, f| (0..n).for_each(f))
+    }
+
+    /// As [`Self::run`], in `pieces` ranges of dim 0 (clamped to what the kernel can
+    /// split) handed to `spread`, which must call its function once for every index
+    /// below its count and return when all are done (a thread pool's `run`). The
+    /// pieces are disjoint and every element is computed by the same code, so the
+    /// outputs do not depend on `pieces`.
+    pub fn run_pieces(
+        &self,
+        inputs: &[&[f32]],
+        outputs: &mut [&mut [f32]],
+        outer: usize,
+        pieces: usize,
+        spread: Spread,
+    ) -> Result<(), JitError> {
         let bad = |what: String, expected: usize, actual: usize| JitError::BadCall {
             kernel: self.code.name().to_string(),
             what,
@@ -201,12 +255,32 @@ impl ElementwiseKernel {
                 return Err(bad(format!("output {k} length"), need, output.len()));
             }
         }
-        let in_ptrs: Vec<*const f32> = inputs.iter().map(|s| s.as_ptr()).collect();
-        let out_ptrs: Vec<*mut f32> = outputs.iter_mut().map(|s| s.as_mut_ptr()).collect();
-        // SAFETY: counts and lengths were checked above; `&mut` outputs cannot overlap
-        // the shared input slices.
-        unsafe { self.run_unchecked(&in_ptrs, &out_ptrs, outer) };
+        let ins: SmallVec<[*const f32; 8]> = inputs.iter().map(|s| s.as_ptr()).collect();
+        let outs: SmallVec<[*mut f32; 4]> = outputs.iter_mut().map(|s| s.as_mut_ptr()).collect();
+        let dim0 = self.shape_for(outer).first().copied().unwrap_or(1);
+        let pieces = if self.splittable {
+            pieces.clamp(1, dim0.max(1))
+        } else {
+            1
+        };
+        if pieces == 1 {
+            // SAFETY: counts and lengths were checked above; `&mut` outputs cannot
+            // overlap the shared input slices.
+            unsafe { self.run_unchecked(&ins, &outs, outer) };
+            return Ok(());
+        }
+        let ptrs = Pointers { ins, outs };
+        spread(pieces, &|i| {
+            let (lo, hi) = (i * dim0 / pieces, (i + 1) * dim0 / pieces);
+            // SAFETY: as above for the whole call; the pieces' ranges are disjoint.
+            unsafe { ptrs.run(self, lo, hi) }
+        });
         Ok(())
+    }
+
+    /// Estimated cost of one element, ps (for the split into pieces).
+    pub fn cost_ps(&self) -> u128 {
+        self.cost_ps
     }
 
     /// Runs the kernel on raw pointers without any check.
@@ -215,10 +289,54 @@ impl ElementwiseKernel {
     /// `inputs.len() == self.n_inputs()`, `outputs.len() == self.n_outputs()`, and every
     /// buffer satisfies the module-level calling contract for `outer`.
     pub unsafe fn run_unchecked(&self, inputs: &[*const f32], outputs: &[*mut f32], outer: usize) {
-        // SAFETY: forwarded from this function's contract.
+        let count = match self.mode {
+            ShapeMode::Family => outer,
+            ShapeMode::Exact => self.shape.first().copied().unwrap_or(1),
+        };
+        // SAFETY: forwarded from this function's contract; an exact kernel's code
+        // ignores the count or (splittable) expects its own dim 0.
         unsafe {
             self.code
-                .call(inputs.as_ptr(), outputs.as_ptr(), outer as u64)
+                .call(inputs.as_ptr(), outputs.as_ptr(), count as u64)
+        }
+    }
+
+    /// Whether [`ElementwiseKernel::run_range_unchecked`] can run a range of dim 0.
+    pub fn splittable(&self) -> bool {
+        self.splittable
+    }
+
+    /// Runs indices `lo..hi` of dim 0 only (a piece of a call with `outer`): every
+    /// pointer is advanced by its buffer's dim-0 stride. Needs [`Self::splittable`].
+    ///
+    /// # Safety
+    /// As [`Self::run_unchecked`] for the whole call with `outer`, `lo <= hi <=` its
+    /// dim 0, and pieces that run at the same time cover disjoint ranges.
+    pub unsafe fn run_range_unchecked(
+        &self,
+        inputs: &[*const f32],
+        outputs: &[*mut f32],
+        lo: usize,
+        hi: usize,
+    ) {
+        debug_assert!(self.splittable && lo <= hi);
+        let row: usize = self.shape.iter().skip(1).product();
+        let ins: SmallVec<[*const f32; 8]> = inputs
+            .iter()
+            .zip(&self.inputs)
+            // SAFETY: inside the input's extent for the whole call (contract).
+            .map(|(&p, l)| unsafe { p.add(lo * l.strides[0]) })
+            .collect();
+        // SAFETY: outputs are contiguous; row `lo` is inside them (contract).
+        let outs: SmallVec<[*mut f32; 4]> = outputs
+            .iter()
+            .map(|&p| unsafe { p.add(lo * row) })
+            .collect();
+        // SAFETY: the code's dim 0 is the runtime count (splittable); the range's
+        // buffers are inside the whole call's (contract).
+        unsafe {
+            self.code
+                .call(ins.as_ptr(), outs.as_ptr(), (hi - lo) as u64)
         }
     }
 }

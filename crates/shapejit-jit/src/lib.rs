@@ -43,7 +43,7 @@ mod row;
 pub mod tier;
 
 pub use elementwise::{
-    ElementwiseKernel, ElementwiseSpec, compile_elementwise, compile_elementwise_inline,
+    ElementwiseKernel, ElementwiseSpec, Spread, compile_elementwise, compile_elementwise_inline,
 };
 pub use error::JitError;
 pub use isa::check_host;

@@ -13,8 +13,11 @@
 //! instead of re-packing the weights inside `gemm` on every call (the interpreter
 //! chooses by the same rule).
 //!
-//! **Invariant:** the output is written twice: by the GEMM, then element by element
-//! by the epilogue; nothing else reads it in between.
+//! A call may run in pieces of the output's dim 0 ([`MatMulKernel::run_pieces`]): each
+//! piece multiplies its rows and applies the epilogue to them while they are in cache.
+//!
+//! **Invariant:** each output row is written twice: by the GEMM, then element by
+//! element by the epilogue; nothing else reads it in between.
 //! **Invariant:** the packed weights are used only for a call whose right operand is
 //! the very view they were packed from (same buffer, offset, shape and strides).
 
@@ -22,8 +25,9 @@ use std::sync::Arc;
 
 use shapejit_kernels::packed::{PackedB, matmul_packed, packed_pays};
 use shapejit_kernels::{View, ViewMut, matmul::matmul};
+use smallvec::SmallVec;
 
-use crate::elementwise::{ElementwiseKernel, ElementwiseSpec, compile_elementwise};
+use crate::elementwise::{ElementwiseKernel, ElementwiseSpec, Spread, compile_elementwise};
 use crate::error::JitError;
 use crate::kernel::CompiledCode;
 use crate::layout::{InputLayout, ShapeMode};
@@ -183,6 +187,27 @@ impl MatMulKernel {
         out: &mut [f32],
         outer: usize,
     ) -> Result<(), JitError> {
+        self.run_pieces(a, b, extras, out, outer, 1, &|n, f| (0..n).for_each(f))
+    }
+
+    /// As [`Self::run`], in up to `pieces` ranges of the output's dim 0 handed to
+    /// `spread` (which calls its function for every index below its count and returns
+    /// when all are done): each piece multiplies its rows of a rank-2 `a` and applies
+    /// the epilogue to them while they are in cache. Other products run whole. Every
+    /// piece takes the whole call's GEMM path (packed weights or `gemm`), whose rows do
+    /// not depend on the other rows of the product (the k order is fixed), so outputs
+    /// do not depend on `pieces` (tested at 1, 2 and 3 threads).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_pieces(
+        &self,
+        a: &View<f32>,
+        b: &View<f32>,
+        extras: &[&[f32]],
+        out: &mut [f32],
+        outer: usize,
+        pieces: usize,
+        spread: Spread,
+    ) -> Result<(), JitError> {
         let name = || self.code().name().to_string();
         let bad = |what: String, expected: usize, actual: usize| JitError::BadCall {
             kernel: name(),
@@ -214,42 +239,140 @@ impl MatMulKernel {
                 return Err(bad(format!("extra input {k} length"), need, extra.len()));
             }
         }
-        {
-            // The product's view: the output shape, or — when the caller flattened the
-            // batch into the rows of a rank-2 `a` — `[rows, n]` over the same buffer.
-            let gemm_shape: Vec<usize> = if a.shape().len() == 2 && shape.len() > 2 {
-                vec![a.shape()[0], shape[shape.len() - 1]]
-            } else {
-                shape.clone()
-            };
-            if gemm_shape.iter().product::<usize>() != numel {
-                return Err(bad(
-                    "flattened product rows".to_string(),
-                    numel,
-                    gemm_shape.iter().product(),
-                ));
-            }
-            let gemm_err = |e: shapejit_kernels::KernelError| JitError::Gemm {
-                kernel: name(),
-                message: e.to_string(),
-            };
-            match self.packed_for(a, b, numel) {
-                Some(packed) => {
-                    matmul_packed(&mut out[..numel], a, packed, self.alpha).map_err(gemm_err)?
-                }
-                None => {
-                    let mut view =
-                        ViewMut::contiguous(&mut out[..numel], &gemm_shape).map_err(gemm_err)?;
-                    matmul(&mut view, a, b, self.alpha, false).map_err(gemm_err)?
-                }
-            }
+        // The product's view: the output shape, or — when the caller flattened the
+        // batch into the rows of a rank-2 `a` — `[rows, n]` over the same buffer.
+        let n = shape[shape.len() - 1];
+        let gemm_shape: Vec<usize> = if a.shape().len() == 2 && shape.len() > 2 {
+            vec![a.shape()[0], n]
+        } else {
+            shape.clone()
+        };
+        if gemm_shape.iter().product::<usize>() != numel {
+            return Err(bad(
+                "flattened product rows".to_string(),
+                numel,
+                gemm_shape.iter().product(),
+            ));
+        }
+        let dim0 = shape[0];
+        let rows = numel / n.max(1);
+        let pieces = if a.shape().len() == 2 && self.epilogue.splittable() && dim0 > 0 {
+            pieces.clamp(1, dim0)
+        } else {
+            1
+        };
+        let packed = self.packed_for(a, b, numel);
+        if pieces == 1 {
+            self.gemm(a, b, packed, &mut out[..numel], &gemm_shape)?;
         }
         let out_ptr = out.as_mut_ptr();
-        let mut in_ptrs: Vec<*const f32> = vec![out_ptr.cast_const()];
+        let mut in_ptrs: SmallVec<[*const f32; 4]> = SmallVec::new();
+        in_ptrs.push(out_ptr.cast_const());
         in_ptrs.extend(extras.iter().map(|s| s.as_ptr()));
-        // SAFETY: every extent was checked above; the output aliases only input 0, which
-        // has the output's own contiguous layout (allowed by the elementwise contract).
-        unsafe { self.epilogue.run_unchecked(&in_ptrs, &[out_ptr], outer) };
-        Ok(())
+        if pieces == 1 {
+            // SAFETY: every extent was checked above; the output aliases only input 0,
+            // which has the output's own contiguous layout (the elementwise contract).
+            unsafe { self.epilogue.run_unchecked(&in_ptrs, &[out_ptr], outer) };
+            return Ok(());
+        }
+        let per = rows / dim0;
+        let shared = Shared {
+            out: out_ptr,
+            ins: in_ptrs,
+            error: std::sync::Mutex::new(None),
+        };
+        let operands = Operands { a, b, packed };
+        spread(pieces, &|i| {
+            shared.piece(self, &operands, (i, pieces), dim0, per, n)
+        });
+        match shared.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+
+    /// `out = alpha · a @ b` into the contiguous `out` of `shape`, on `packed` weights
+    /// when given (chosen once per call, so that every piece takes the same path).
+    fn gemm(
+        &self,
+        a: &View<f32>,
+        b: &View<f32>,
+        packed: Option<&PackedB>,
+        out: &mut [f32],
+        shape: &[usize],
+    ) -> Result<(), JitError> {
+        let gemm_err = |e: shapejit_kernels::KernelError| JitError::Gemm {
+            kernel: self.code().name().to_string(),
+            message: e.to_string(),
+        };
+        match packed {
+            Some(packed) => matmul_packed(out, a, packed, self.alpha).map_err(gemm_err),
+            None => {
+                let mut view = ViewMut::contiguous(out, shape).map_err(gemm_err)?;
+                matmul(&mut view, a, b, self.alpha, false).map_err(gemm_err)
+            }
+        }
+    }
+}
+
+/// The product's operands of one call.
+struct Operands<'a, 'v> {
+    a: &'a View<'v, f32>,
+    b: &'a View<'v, f32>,
+    packed: Option<&'a PackedB>,
+}
+
+/// What the pieces of one split call share.
+struct Shared {
+    out: *mut f32,
+    /// the epilogue's inputs: the output itself, then the extras
+    ins: SmallVec<[*const f32; 4]>,
+    error: std::sync::Mutex<Option<JitError>>,
+}
+
+// SAFETY: pieces write disjoint row ranges of `out` and only read the inputs, while
+// the call that made the pointers waits for them.
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// Piece `i` of `pieces`: rows `lo·per..hi·per` of the product, then the epilogue
+    /// on dim-0 indices `lo..hi`.
+    fn piece(
+        &self,
+        kernel: &MatMulKernel,
+        Operands { a, b, packed }: &Operands,
+        (i, pieces): (usize, usize),
+        dim0: usize,
+        per: usize,
+        n: usize,
+    ) {
+        let (lo, hi) = (i * dim0 / pieces, (i + 1) * dim0 / pieces);
+        let rows = (hi - lo) * per;
+        let run = || -> Result<(), JitError> {
+            let geom = a
+                .geom()
+                .narrowed(0, lo * per, rows)
+                .and_then(|g| a.with_geom(g))
+                .map_err(|e| JitError::Gemm {
+                    kernel: kernel.code().name().to_string(),
+                    message: e.to_string(),
+                })?;
+            // SAFETY: rows `lo·per..hi·per` of the checked output; pieces are disjoint.
+            let out =
+                unsafe { std::slice::from_raw_parts_mut(self.out.add(lo * per * n), rows * n) };
+            kernel.gemm(&geom, b, *packed, out, &[rows, n])?;
+            // SAFETY: the extents were checked for the whole call; input 0 is the
+            // output itself (same contiguous layout), and this range is this piece's.
+            unsafe {
+                kernel
+                    .epilogue
+                    .run_range_unchecked(&self.ins, &[self.out], lo, hi)
+            };
+            Ok(())
+        };
+        if let Err(e) = run() {
+            let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+            slot.get_or_insert(e);
+        }
     }
 }

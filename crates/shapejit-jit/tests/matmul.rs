@@ -234,3 +234,59 @@ fn packed_weights_serve_their_own_view_only() {
     big.run(&av, &wv, &[], &mut out, 0).unwrap();
     reference(PACKED_MAX_ROWS, &out, false);
 }
+
+/// A call split into pieces of the output's dim 0 (what the tier does with an intra-op
+/// pool) gives the same bits as the whole call, on `gemm` and on packed weights, for
+/// piece counts that do and do not divide the batch.
+#[test]
+fn pieces_equal_the_whole_call_bit_for_bit() {
+    for (batch, m, k, n) in [
+        (7usize, 5usize, 33usize, 40usize),
+        (12, 32, 64, 96),
+        (3, 100, 48, 17),
+    ] {
+        for packed in [false, true] {
+            for mode in [ShapeMode::Exact, ShapeMode::Family] {
+                let mut rng = Rng((batch * 7 + m + k + n) as u64);
+                let a = rng.vec(batch * m * k, -1.0, 1.0);
+                let w = rng.vec(k * n, -1.0, 1.0);
+                let bias = rng.vec(n, -0.5, 0.5);
+                let res = rng.vec(batch * m * n, -1.0, 1.0);
+                let mut kernel =
+                    compile_matmul_epilogue(&bias_gelu_residual_spec(&[batch, m, n], mode))
+                        .expect("compiles");
+                let av = View::contiguous(&a, &[batch * m, k]).unwrap();
+                let wv = View::contiguous(&w, &[k, n]).unwrap();
+                if packed {
+                    let p = Arc::new(PackedB::pack(&wv).unwrap());
+                    kernel = kernel.with_packed_weights(&wv, p);
+                }
+                let mut whole = vec![0f32; batch * m * n];
+                kernel
+                    .run(&av, &wv, &[&bias, &res], &mut whole, batch)
+                    .unwrap();
+                for pieces in [2, 3, 5, batch] {
+                    let mut split = vec![f32::NAN; batch * m * n];
+                    kernel
+                        .run_pieces(
+                            &av,
+                            &wv,
+                            &[&bias, &res],
+                            &mut split,
+                            batch,
+                            pieces,
+                            &|p, f| (0..p).rev().for_each(f),
+                        )
+                        .unwrap();
+                    assert!(
+                        whole
+                            .iter()
+                            .zip(&split)
+                            .all(|(x, y)| x.to_bits() == y.to_bits()),
+                        "{batch}x{m}x{k}x{n} packed {packed} {mode:?}: {pieces} pieces differ"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -153,7 +153,13 @@ fn case_strategy() -> impl Strategy<Value = Case> {
         any::<bool>(),
         prop::collection::vec(0u8..3, 1..4),
         prop::collection::vec(
-            (0usize..12, any::<bool>(), 0usize..16, 0usize..16, -2.0f32..2.0),
+            (
+                0usize..12,
+                any::<bool>(),
+                0usize..16,
+                0usize..16,
+                -2.0f32..2.0,
+            ),
             1..12,
         ),
         1usize..3,
@@ -219,7 +225,9 @@ fn run_case(case: &Case) {
     let mut outs = vec![vec![f32::NAN; numel]; case.n_outputs];
     let ins: Vec<&[f32]> = buffers.iter().map(Vec::as_slice).collect();
     let mut out_refs: Vec<&mut [f32]> = outs.iter_mut().map(Vec::as_mut_slice).collect();
-    kernel.run(&ins, &mut out_refs, case.shape[0]).expect("runs");
+    kernel
+        .run(&ins, &mut out_refs, case.shape[0])
+        .expect("runs");
     for (k, (got, want)) in outs.iter().zip(&want).enumerate() {
         for (i, (g, w)) in got.iter().zip(want).enumerate() {
             assert_eq!(
@@ -229,6 +237,20 @@ fn run_case(case: &Case) {
                 case.shape
             );
         }
+    }
+    // In pieces of dim 0 (the pool's split), run in reverse order: the same bits.
+    for pieces in [2, 3] {
+        let mut split = vec![vec![f32::NAN; numel]; case.n_outputs];
+        let mut refs: Vec<&mut [f32]> = split.iter_mut().map(Vec::as_mut_slice).collect();
+        kernel
+            .run_pieces(&ins, &mut refs, case.shape[0], pieces, &|n, f| {
+                (0..n).rev().for_each(f)
+            })
+            .expect("runs");
+        assert!(kernel.splittable());
+        let bits =
+            |v: &[Vec<f32>]| -> Vec<u32> { v.iter().flatten().map(|x| x.to_bits()).collect() };
+        assert!(bits(&split) == bits(&outs), "{pieces} pieces\n{program:?}");
     }
     // In place: output 0 over input 0 when that input has the output's layout.
     if case.kinds[0] == 0 {
@@ -242,7 +264,9 @@ fn run_case(case: &Case) {
         // 0, which has its layout (the kernel contract allows it).
         unsafe { kernel.run_unchecked(&in_ptrs, &out_ptrs, case.shape[0]) };
         assert!(
-            buf.iter().zip(&want[0]).all(|(g, w)| g.to_bits() == w.to_bits()),
+            buf.iter()
+                .zip(&want[0])
+                .all(|(g, w)| g.to_bits() == w.to_bits()),
             "in place differs\n{program:?}"
         );
     }
@@ -307,5 +331,9 @@ fn the_builtin_chain_runs_tiled() {
         .expect("runs");
     let tile = |v: &[f32]| -> Vec<f32> { v.iter().copied().cycle().take(numel).collect() };
     let want = op_by_op(&p, &[xs.clone(), tile(&ws), tile(&bs)], numel);
-    assert!(out.iter().zip(&want[0]).all(|(g, w)| g.to_bits() == w.to_bits()));
+    assert!(
+        out.iter()
+            .zip(&want[0])
+            .all(|(g, w)| g.to_bits() == w.to_bits())
+    );
 }

@@ -15,6 +15,7 @@
 //! checks the kernel's output count and types against the region record.
 
 use crate::ops::{OpError, OutTypes};
+use crate::pool::Pool;
 use crate::profile::Observation;
 use crate::shape_key::ShapeKey;
 use crate::tensor::{TensorMut, TensorRef};
@@ -37,8 +38,15 @@ pub struct GuardCtx<'a> {
 pub trait RegionKernel: Send + Sync {
     /// Output dtypes and shapes for these inputs, in [`Region::outputs`] order.
     fn output_types(&self, inputs: &[TensorRef<'_>]) -> Result<OutTypes, OpError>;
-    /// Computes the outputs (contiguous) from the inputs.
-    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<(), OpError>;
+    /// Computes the outputs (contiguous) from the inputs, splitting the work across
+    /// `pool` (the module's intra-op pool, `None` with one thread) where it is large
+    /// enough. Outputs must not depend on the pool's thread count.
+    fn run(
+        &self,
+        inputs: &[TensorRef<'_>],
+        outputs: &mut [TensorMut<'_>],
+        pool: Option<&Pool>,
+    ) -> Result<(), OpError>;
     /// True for a shape-family kernel (one dim kept as a runtime argument).
     fn is_family(&self) -> bool;
 }

@@ -756,7 +756,7 @@ impl Runtime {
                     data: &mut b.as_mut_slice()[..bytes],
                 });
             }
-            if kernel.run(&refs, &mut outs).is_err() {
+            if kernel.run(&refs, &mut outs, inner.pool()).is_err() {
                 return Ok((None, keyed));
             }
             bump(&counters.kernel_hits, 1);

@@ -442,7 +442,7 @@ impl Driver<'_> {
                     let len = b.ins().iconst(I64, tile as i64);
                     self.tile(b, bases, offset, len);
                 });
-                if n % tile != 0 {
+                if !n.is_multiple_of(tile) {
                     let offset = b.ins().iconst(I64, ((n - n % tile) * F32_BYTES) as i64);
                     let len = b.ins().iconst(I64, (n % tile) as i64);
                     self.tile(b, bases, offset, len);

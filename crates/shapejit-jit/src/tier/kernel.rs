@@ -12,7 +12,8 @@ use crate::{CompiledCode, ElementwiseKernel, MatMulKernel, RowKernel, ShapeMode}
 use shapejit_ir::DType;
 use shapejit_kernels::{StridedShape, View};
 use shapejit_vm::hook::RegionKernel;
-use shapejit_vm::ops::{OpError, OutType, OutTypes, broadcast_shapes};
+use shapejit_vm::ops::{OpError, OutType, OutTypes, broadcast_shapes, pieces_for};
+use shapejit_vm::pool::Pool;
 use shapejit_vm::tensor::{Dims, TensorMut, TensorRef};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -146,6 +147,9 @@ impl JitKernel {
     }
 }
 
+/// Least product rows of a matmul piece (keeps register blocks full).
+const MIN_SPLIT_ROWS: usize = 16;
+
 fn kernel_error(message: String) -> OpError {
     OpError::Unsupported {
         op: "jit_kernel",
@@ -241,9 +245,14 @@ impl RegionKernel for JitKernel {
             .collect())
     }
 
-    fn run(&self, inputs: &[TensorRef<'_>], outputs: &mut [TensorMut<'_>]) -> Result<(), OpError> {
+    fn run(
+        &self,
+        inputs: &[TensorRef<'_>],
+        outputs: &mut [TensorMut<'_>],
+        pool: Option<&Pool>,
+    ) -> Result<(), OpError> {
         let start = Instant::now();
-        let res = self.run_timed(inputs, outputs);
+        let res = self.run_timed(inputs, outputs, pool);
         let elems: usize = inputs.iter().map(|t| t.layout.numel()).sum();
         let ns = start.elapsed().as_nanos() as u64;
         self.run_ns.fetch_add(ns, Ordering::Relaxed);
@@ -268,6 +277,7 @@ impl JitKernel {
         &self,
         inputs: &[TensorRef<'_>],
         outputs: &mut [TensorMut<'_>],
+        pool: Option<&Pool>,
     ) -> Result<(), OpError> {
         let (shape, outer) = self.shape_for(inputs)?;
         let mut outs: Vec<&mut [f32]> = outputs
@@ -286,7 +296,16 @@ impl JitKernel {
                     .enumerate()
                     .map(|(i, t)| input_slice(t, i))
                     .collect::<Result<_, _>>()?;
-                k.run(&slices, &mut outs, outer).map_err(jit_err)
+                match pool {
+                    Some(pool) => {
+                        let numel = shape.iter().product();
+                        let dim0 = shape.first().copied().unwrap_or(1);
+                        let pieces = pieces_for(numel, k.cost_ps(), dim0);
+                        k.run_pieces(&slices, &mut outs, outer, pieces, &|n, f| pool.run(n, f))
+                    }
+                    None => k.run(&slices, &mut outs, outer),
+                }
+                .map_err(jit_err)
             }
             Code::Row(k) => {
                 let slices: Vec<&[f32]> = inputs
@@ -351,7 +370,20 @@ impl JitKernel {
                 let out = outs
                     .first_mut()
                     .ok_or_else(|| kernel_error("no output".to_string()))?;
-                k.run(&a, &b, &extras, out, outer).map_err(jit_err)
+                // With a pool: the interpreter's matmul rule (20·k ps per output
+                // element, at least MIN_SPLIT_ROWS rows a piece). Without one the
+                // product runs whole (a piece's rows equal the whole product's).
+                match pool {
+                    Some(pool) => {
+                        let rows: usize = shape[..r - 1].iter().product();
+                        let numel = rows * shape[r - 1];
+                        let extent = shape[0].min(rows / MIN_SPLIT_ROWS);
+                        let pieces = pieces_for(numel, 20 * ka as u128, extent);
+                        k.run_pieces(&a, &b, &extras, out, outer, pieces, &|n, f| pool.run(n, f))
+                    }
+                    None => k.run(&a, &b, &extras, out, outer),
+                }
+                .map_err(jit_err)
             }
         }
     }

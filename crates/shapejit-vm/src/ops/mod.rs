@@ -36,6 +36,7 @@ mod split;
 mod util;
 
 pub(crate) use split::MAX_PIECES;
+pub use split::pieces_for;
 pub use util::broadcast_shapes;
 
 use crate::pool::Pool;

@@ -103,6 +103,15 @@ fn rule(op: &Op, inputs: &[TensorRef], out: &[usize]) -> Option<(usize, Align, u
     })
 }
 
+/// Pieces for `numel` output elements costing `cost_ps` each, split along an axis of
+/// `extent`: at most [`MAX_PIECES`] and `extent`, at least [`GRAIN_PS`] of work each
+/// (1: run whole). A function of the shapes only, as every split must be; compiled
+/// kernels split by the same rule.
+pub fn pieces_for(numel: usize, cost_ps: u128, extent: usize) -> usize {
+    let work = numel as u128 * cost_ps;
+    (work / GRAIN_PS).clamp(1, MAX_PIECES.min(extent).max(1) as u128) as usize
+}
+
 /// How `op` splits on these inputs with output shape `out`; `None`: run it whole.
 pub(crate) fn plan(op: &Op, inputs: &[TensorRef], out: &[usize]) -> Option<Plan> {
     let (limit, align, cost) = rule(op, inputs, out)?;
@@ -111,12 +120,11 @@ pub(crate) fn plan(op: &Op, inputs: &[TensorRef], out: &[usize]) -> Option<Plan>
         return None;
     }
     let numel: usize = out.iter().product();
-    let work = numel as u128 * cost;
-    let mut most = MAX_PIECES.min(out[axis]);
+    let mut extent = out[axis];
     if align == Align::MatMul && axis == out.len() - 2 {
-        most = most.min(out[axis] / MIN_MATMUL_ROWS);
+        extent /= MIN_MATMUL_ROWS;
     }
-    let pieces = (work / GRAIN_PS).min(most as u128) as usize;
+    let pieces = pieces_for(numel, cost, extent);
     (pieces >= 2).then_some(Plan {
         axis,
         pieces,

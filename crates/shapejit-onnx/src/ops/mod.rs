@@ -33,6 +33,7 @@
 //! importer reports a use of a missing one as unsupported.
 
 mod activation;
+mod attention;
 mod control;
 mod einsum;
 mod elementwise;
@@ -108,6 +109,7 @@ pub const OPS: &[(&str, &[i64], MapFn)] = &[
     ("MatMul", &[1, 9, 13], |cx| nn::matmul(cx)),
     ("Gemm", &[6, 7, 9, 11, 13], |cx| nn::gemm(cx)),
     ("Softmax", &[1, 11, 13], |cx| nn::softmax(cx, false)),
+    ("Attention", &[23, 24, 25], attention::attention),
     ("LogSoftmax", &[1, 11, 13], |cx| nn::softmax(cx, true)),
     ("LayerNormalization", &[17], |cx| nn::layer_norm(cx)),
     ("BatchNormalization", &[6, 7, 9, 14, 15], |cx| {

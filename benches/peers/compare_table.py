@@ -5,6 +5,7 @@ onnxruntime's time over shapejit's (above 1: shapejit is faster), with the geome
 over the batches. Usage: compare_table.py DIR"""
 import json
 import math
+import os
 import sys
 
 
@@ -20,6 +21,8 @@ def geomean(xs):
 
 def main(d):
     for m in ["transformer", "mlp", "convnet", "elementwise"]:
+        if not os.path.exists(f"{d}/ort_{m}_1.json"):
+            continue  # not measured in this run (compare.sh's MODELS_ONLY)
         print(f"\n{m} (median ms; speed = onnxruntime ms / shapejit ms)\n")
         print("| threads | batch | interp | jit | onnxruntime | interp speed | jit speed |")
         print("|---|---|---|---|---|---|---|")

@@ -237,6 +237,51 @@ fn bit_shifts_wrap_in_their_type() {
 }
 
 #[test]
+fn bit_shifts_out_of_range_give_zero_or_the_sign() {
+    // i8: width 8; a shift < 0 or >= 8 gives 0, or -1 for a negative x shifted right
+    let shift = |x: i8, s: i8, left: bool| -> i8 {
+        if !(0..8).contains(&s) {
+            return if !left && x < 0 { -1 } else { 0 };
+        }
+        if left {
+            x.wrapping_shl(s as u32)
+        } else {
+            x >> s
+        }
+    };
+    let (x, s) = ([-8i8, 4, -1, 100, -128, 5], [8i8, 9, 127, -1, 3, 7]);
+    for (dir, left) in [("LEFT", true), ("RIGHT", false)] {
+        let n = node(
+            "BitShift",
+            &["x", "s"],
+            &["y"],
+            vec![a_str("direction", dir)],
+        );
+        let m = model(
+            25,
+            graph(
+                vec![n],
+                vec![
+                    vi("x", data_type::INT8, &["6"]),
+                    vi("s", data_type::INT8, &["6"]),
+                ],
+                vec![vi("y", data_type::INT8, &["6"])],
+                vec![],
+            ),
+        );
+        let out = run(
+            &m,
+            &[
+                Tensor::from_vec(x.to_vec(), &[6]).unwrap(),
+                Tensor::from_vec(s.to_vec(), &[6]).unwrap(),
+            ],
+        );
+        let want: Vec<i8> = x.iter().zip(&s).map(|(&x, &s)| shift(x, s, left)).collect();
+        assert_eq!(out[0].as_slice::<i8>().unwrap(), want.as_slice(), "{dir}");
+    }
+}
+
+#[test]
 fn layer_norm_gives_its_mean_and_inverse_deviation() {
     let mut rng = r::rng(73);
     let x = r::random(&mut rng, &[2, 3, 4], -2.0, 2.0);

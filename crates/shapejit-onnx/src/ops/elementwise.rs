@@ -288,8 +288,9 @@ pub fn modulo(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
 
 /// `BitShift(x, s; direction)`: `x · 2^s` (LEFT) or `⌊x / 2^s⌋` (RIGHT, an
 /// arithmetic shift for signed types), wrapping, in i64 (the compute dtype of
-/// every integer type but u64, see [`DType::compute`]; i32 is widened here),
-/// cast back to the input's dtype.
+/// every integer type but u64, see [`DType::compute`]), cast back to the
+/// input's dtype. A shift outside `0..width` of the input's type gives 0, or
+/// -1 for a negative signed `x` shifted right (the onnx reference).
 pub fn bit_shift(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let (x, s) = (cx.input(0)?, cx.input(1)?);
     let left = match cx.attr_string("direction")?.as_deref() {
@@ -300,6 +301,12 @@ pub fn bit_shift(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         }
     };
     let dtype = cx.ty(x).dtype;
+    if !dtype.is_int() || cx.ty(s).dtype != dtype {
+        return Err(cx.bad(format!(
+            "BitShift of {dtype} by {}: both must be the same integer type",
+            cx.ty(s).dtype
+        )));
+    }
     let wide = |cx: &mut NodeCx, v: ValueId| -> NodeResult<ValueId> {
         if cx.ty(v).dtype == DType::I64 {
             Ok(v)
@@ -308,22 +315,37 @@ pub fn bit_shift(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         }
     };
     let (xw, sw) = (wide(cx, x)?, wide(cx, s)?);
+    let zero = cx.const_scalar(DType::I64, 0.0);
+    let width = cx.const_scalar(DType::I64, dtype.bits() as f64);
+    let ge0 = cx.bin(BinaryOp::Ge, sw, zero)?;
+    let below = cx.bin(BinaryOp::Lt, sw, width)?;
+    let in_range = cx.bin(BinaryOp::And, ge0, below)?;
+    let sw = cx.op(Op::Where, &[in_range, sw, zero])?;
     let two = cx.const_scalar(DType::I64, 2.0);
     let p = cx.bin(BinaryOp::Pow, two, sw)?;
-    let y = if left {
-        cx.bin(BinaryOp::Mul, xw, p)?
+    let (y, out_of_range) = if left {
+        (cx.bin(BinaryOp::Mul, xw, p)?, zero)
     } else {
         // floor division: the truncated quotient, less one where the
         // remainder is negative (p > 0)
         let q = cx.bin(BinaryOp::Div, xw, p)?;
         let qp = cx.bin(BinaryOp::Mul, q, p)?;
         let r = cx.bin(BinaryOp::Sub, xw, qp)?;
-        let zero = cx.const_scalar(DType::I64, 0.0);
         let neg = cx.bin(BinaryOp::Lt, r, zero)?;
         let one = cx.const_scalar(DType::I64, 1.0);
         let q1 = cx.bin(BinaryOp::Sub, q, one)?;
-        cx.op(Op::Where, &[neg, q1, q])?
+        let y = cx.op(Op::Where, &[neg, q1, q])?;
+        let signed = matches!(dtype, DType::I8 | DType::I16 | DType::I32 | DType::I64);
+        let fill = if signed {
+            let minus = cx.const_scalar(DType::I64, -1.0);
+            let neg_x = cx.bin(BinaryOp::Lt, xw, zero)?;
+            cx.op(Op::Where, &[neg_x, minus, zero])?
+        } else {
+            zero
+        };
+        (y, fill)
     };
+    let y = cx.op(Op::Where, &[in_range, y, out_of_range])?;
     if dtype == DType::I64 {
         return Ok(vec![y]);
     }

@@ -43,6 +43,7 @@ mod loss;
 mod nn;
 mod norm;
 mod promote;
+mod quant;
 mod reduce;
 mod shape;
 
@@ -110,6 +111,21 @@ pub const OPS: &[(&str, &[i64], MapFn)] = &[
     ("Gemm", &[6, 7, 9, 11, 13], |cx| nn::gemm(cx)),
     ("Softmax", &[1, 11, 13], |cx| nn::softmax(cx, false)),
     ("Attention", &[23, 24, 25], attention::attention),
+    (
+        "QuantizeLinear",
+        &[10, 13, 19, 21, 23, 24, 25, 28],
+        quant::quantize_linear,
+    ),
+    (
+        "DequantizeLinear",
+        &[10, 13, 19, 21, 23, 24, 25, 28],
+        quant::dequantize_linear,
+    ),
+    (
+        "DynamicQuantizeLinear",
+        &[11],
+        quant::dynamic_quantize_linear,
+    ),
     ("LogSoftmax", &[1, 11, 13], |cx| nn::softmax(cx, true)),
     ("LayerNormalization", &[17], |cx| nn::layer_norm(cx)),
     ("BatchNormalization", &[6, 7, 9, 14, 15], |cx| {

@@ -56,6 +56,12 @@ const ANY_DTYPE: &[&str] = &[
     "Dropout",
     "DepthToSpace",
     "SpaceToDepth",
+    // widens to i64 itself: out-of-range shifts depend on the input's width
+    "BitShift",
+    // compute in f32 themselves: the zero point's dtype is the output's
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "DynamicQuantizeLinear",
 ];
 
 /// Ops whose mappings emit only IR ops with f64 kernels.

@@ -1,5 +1,5 @@
 //! ONNX models built in Rust whose attributes arrive as run-time inputs
-//! (reduction axes, Clip bounds, Trilu's k) and the composed ops BitShift,
+//! (reduction axes, Clip bounds, Trilu's k, Split's sizes) and the composed ops BitShift,
 //! LayerNormalization's statistics outputs and the two losses, against naive
 //! float64 references.
 
@@ -233,6 +233,46 @@ fn bit_shifts_wrap_in_their_type() {
         );
         let want: Vec<u8> = x.iter().zip(&s).map(|(&x, &s)| f(x, s)).collect();
         assert_eq!(out[0].as_slice::<u8>().unwrap(), want.as_slice(), "{dir}");
+    }
+}
+
+#[test]
+fn split_by_sizes_given_at_run_time() {
+    // x [2, 7] split along axis 1 into three parts whose sizes come at run time
+    let x: Vec<f32> = (0..14).map(|v| v as f32).collect();
+    let n = node(
+        "Split",
+        &["x", "s"],
+        &["a", "b", "c"],
+        vec![a_int("axis", 1)],
+    );
+    let m = model(
+        18,
+        graph(
+            vec![n],
+            vec![vf("x", &["2", "7"]), vi("s", data_type::INT64, &["3"])],
+            vec![vf("a", &[]), vf("b", &[]), vf("c", &[])],
+            vec![],
+        ),
+    );
+    for sizes in [[2i64, 0, 5], [3, 3, 1], [0, 7, 0]] {
+        let out = run(
+            &m,
+            &[Tensor::from_vec(x.clone(), &[2, 7]).unwrap(), i64s(&sizes)],
+        );
+        let mut start = 0;
+        for (k, &len) in sizes.iter().enumerate() {
+            let want: Vec<f32> = (0..2)
+                .flat_map(|r| (start..start + len).map(move |c| (r * 7 + c) as f32))
+                .collect();
+            assert_eq!(out[k].shape(), &[2, len as usize], "{sizes:?} part {k}");
+            assert_eq!(
+                out[k].as_slice::<f32>().unwrap(),
+                want.as_slice(),
+                "{sizes:?} part {k}"
+            );
+            start += len;
+        }
     }
 }
 

@@ -165,7 +165,10 @@ pub fn split(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         cx.attr_ints("split")?
     } else {
         match cx.opt_input(1)? {
-            Some(v) => Some(cx.const_ints(v, "split")?),
+            Some(v) => match cx.known_ints(v) {
+                Some(sizes) => Some(sizes),
+                None => return split_at_run_time(cx, x, axis_attr, v),
+            },
             None => None,
         }
     };
@@ -207,6 +210,59 @@ pub fn split(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         },
         &[x],
     )
+}
+
+/// `Split` by sizes computed at run time: output `i` is the `dyn_slice` from
+/// the sum of the sizes before it, `sizes[i]` long. The number of outputs is
+/// the node's; like the sizes themselves, their sum is not checked against
+/// the dim (a shorter sum leaves the tail out, a longer one clamps).
+fn split_at_run_time(
+    cx: &mut NodeCx,
+    x: ValueId,
+    axis: i64,
+    sizes: ValueId,
+) -> NodeResult<Vec<ValueId>> {
+    let n = cx.node.output.len();
+    let sizes = if cx.ty(sizes).dtype == DType::I64 {
+        sizes
+    } else {
+        cx.op(Op::Cast { to: DType::I64 }, &[sizes])?
+    };
+    let count = cx.ty(sizes).shape.dims().first().and_then(|d| d.as_known());
+    if cx.rank(sizes) != 1 || count.is_some_and(|c| c != n as i64) {
+        return Err(cx.bad(format!(
+            "split sizes of shape {:?} for {n} outputs",
+            cx.ty(sizes).shape.dims()
+        )));
+    }
+    let zero = cx.const_scalar(DType::I64, 0.0);
+    let starts = cx.op(
+        Op::Cumulative {
+            product: false,
+            exclusive: true,
+            reverse: false,
+        },
+        &[sizes, zero],
+    )?;
+    let ends = cx.bin(BinaryOp::Add, starts, sizes)?;
+    let axes = cx.const_i64s(vec![axis]);
+    (0..n as i64)
+        .map(|i| {
+            let one = |cx: &mut NodeCx, v| {
+                cx.op(
+                    Op::Slice {
+                        starts: vec![i],
+                        ends: vec![i + 1],
+                        axes: vec![0],
+                        steps: vec![1],
+                    },
+                    &[v],
+                )
+            };
+            let (s, e) = (one(cx, starts)?, one(cx, ends)?);
+            cx.op(Op::DynSlice, &[x, s, e, axes])
+        })
+        .collect()
 }
 
 /// `Slice`: attributes before opset 10, inputs from 10. Bounds whose values

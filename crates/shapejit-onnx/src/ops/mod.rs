@@ -45,6 +45,7 @@ mod norm;
 mod promote;
 mod quant;
 mod reduce;
+mod resize;
 mod shape;
 
 use crate::error::OnnxError;
@@ -126,6 +127,7 @@ pub const OPS: &[(&str, &[i64], MapFn)] = &[
         &[11],
         quant::dynamic_quantize_linear,
     ),
+    ("Resize", &[11, 13, 18, 19], resize::resize),
     ("LogSoftmax", &[1, 11, 13], |cx| nn::softmax(cx, true)),
     ("LayerNormalization", &[17], |cx| nn::layer_norm(cx)),
     ("BatchNormalization", &[6, 7, 9, 14, 15], |cx| {

@@ -376,12 +376,12 @@ fn pad_forms() {
     ));
     let err = one_node(
         13,
-        node("Pad", &["x", "p"], &["y"], vec![a_str("mode", "wrap")]),
+        node("Pad", &["x", "p"], &["y"], vec![a_str("mode", "mirror")]),
         vec![vf("x", &["2", "3"])],
         vec![ints("p", &[1, 0, 1, 0])],
     )
     .unwrap_err();
-    assert!(err.to_string().contains("mode = 'wrap'"), "{err}");
+    assert!(err.to_string().contains("mode = 'mirror'"), "{err}");
 }
 
 fn g_has(g: &shapejit_ir::Graph, op: &Op) -> bool {

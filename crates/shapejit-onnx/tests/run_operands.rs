@@ -1,5 +1,5 @@
 //! ONNX models built in Rust whose attributes arrive as run-time inputs
-//! (reduction axes, Clip bounds, Trilu's k, Split's sizes) and the composed ops BitShift,
+//! (reduction axes, Clip bounds, Trilu's k, Split's sizes, Pad's pads and axes) and the composed ops BitShift,
 //! LayerNormalization's statistics outputs and the two losses, against naive
 //! float64 references.
 
@@ -272,6 +272,79 @@ fn split_by_sizes_given_at_run_time() {
                 "{sizes:?} part {k}"
             );
             start += len;
+        }
+    }
+}
+
+#[test]
+fn pad_by_pads_and_axes_given_at_run_time() {
+    // x [3, 4]; the source index of output index o along an axis of size n
+    // padded by `begin`, or None for the constant
+    let source = |mode: &str, o: i64, begin: i64, n: i64| -> Option<i64> {
+        let i = o - begin;
+        match mode {
+            "constant" => (0..n).contains(&i).then_some(i),
+            "edge" => Some(i.clamp(0, n - 1)),
+            "wrap" => Some(i.rem_euclid(n)),
+            // reflect: mirror without repeating the edge
+            _ => {
+                let p = 2 * (n - 1);
+                let m = i.rem_euclid(p);
+                Some(if m < n { m } else { p - m })
+            }
+        }
+    };
+    let x: Vec<f32> = (0..12).map(|v| v as f32 * 1.5 - 4.0).collect();
+    let (h, w) = (3i64, 4i64);
+    for mode in ["constant", "edge", "reflect", "wrap"] {
+        for (pads, axes) in [
+            (vec![1i64, 2, 2, 1], None),
+            (vec![0, 3, 0, -2], None),
+            (vec![2, 1], Some(vec![-1i64])),
+        ] {
+            if mode != "constant" && pads.iter().any(|&p| p < 0) {
+                continue;
+            }
+            let mut ins = vec!["x", "pads", "value"];
+            let mut vis = vec![
+                vf("x", &["3", "4"]),
+                vi("pads", data_type::INT64, &["?"]),
+                vf("value", &[]),
+            ];
+            if axes.is_some() {
+                ins.push("axes");
+                vis.push(vi("axes", data_type::INT64, &["?"]));
+            }
+            let n = node("Pad", &ins, &["y"], vec![a_str("mode", mode)]);
+            let m = model(25, graph(vec![n], vis, vec![vf("y", &[])], vec![]));
+            let mut inputs = vec![
+                Tensor::from_vec(x.clone(), &[3, 4]).unwrap(),
+                i64s(&pads),
+                Tensor::scalar(9.5f32),
+            ];
+            if let Some(a) = &axes {
+                inputs.push(i64s(a));
+            }
+            let out = run(&m, &inputs);
+            let full = match &axes {
+                None => pads.clone(),
+                Some(_) => vec![0, pads[0], 0, pads[1]],
+            };
+            let (oh, ow) = (h + full[0] + full[2], w + full[1] + full[3]);
+            let mut want = Vec::new();
+            for r in 0..oh {
+                for c in 0..ow {
+                    want.push(
+                        match (source(mode, r, full[0], h), source(mode, c, full[1], w)) {
+                            (Some(i), Some(j)) => x[(i * w + j) as usize],
+                            _ => 9.5,
+                        },
+                    );
+                }
+            }
+            let what = format!("{mode} {pads:?} {axes:?}");
+            assert_eq!(out[0].shape(), &[oh as usize, ow as usize], "{what}");
+            assert_eq!(out[0].as_slice::<f32>().unwrap(), want.as_slice(), "{what}");
         }
     }
 }

@@ -364,13 +364,21 @@ pub fn with_shape_input(cx: &mut NodeCx, op: Op) -> NodeResult<Vec<ValueId>> {
     Ok(vec![cx.op(op, &[x, s])?])
 }
 
-/// `Pad`: `constant`, `reflect` and `edge` modes (`wrap` is unsupported).
+/// `Pad`: `constant`, `reflect`, `edge` and `wrap` modes. Pads known at load
+/// map to `pad` (or border copies); pads computed at run time, and `wrap`,
+/// gather each axis by computed indices ([`pad_by_gather`]).
 pub fn pad(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let x = cx.input(0)?;
     let rank = cx.rank(x);
     let mode = cx.attr_string("mode")?.unwrap_or_else(|| "constant".into());
-    if !matches!(mode.as_str(), "constant" | "reflect" | "edge") {
-        return Err(cx.unsupported(format!("mode = '{mode}'")));
+    if !matches!(mode.as_str(), "constant" | "reflect" | "edge" | "wrap") {
+        return Err(cx.bad(format!("mode = '{mode}'")));
+    }
+    if cx.opset() >= 11 {
+        let pads = cx.input(1)?;
+        if mode == "wrap" || cx.known_ints(pads).is_none() {
+            return pad_by_gather(cx, x, pads, &mode).map(|y| vec![y]);
+        }
     }
     // a constant value computed at run time
     let mut computed = None;
@@ -450,6 +458,177 @@ pub fn pad(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         )?;
     }
     Ok(vec![y])
+}
+
+/// `Pad` (opset 11 on) by indices: along each padded axis of size `n`, the
+/// output reads input index `i` for `i` in `-begin..n + end` (a `range` of
+/// run-time bounds; negative pads crop), mapped into `0..n` by the mode:
+/// clamped (`edge`), mirrored with period `2(n - 1)` (`reflect`), modulo `n`
+/// (`wrap`), or clamped and replaced by the value outside (`constant`).
+/// `axes` computed at run time spread the pads over every axis first
+/// ([`pads_of_every_axis`]).
+fn pad_by_gather(cx: &mut NodeCx, x: ValueId, pads: ValueId, mode: &str) -> NodeResult<ValueId> {
+    let rank = cx.rank(x);
+    let (axes, pads): (Vec<usize>, ValueId) = match cx.opt_input(3)? {
+        Some(v) => match cx.known_ints(v) {
+            Some(axes) => (
+                axes.iter()
+                    .map(|&a| cx.axis(a, rank, "axis"))
+                    .collect::<NodeResult<_>>()?,
+                pads,
+            ),
+            None => ((0..rank).collect(), pads_of_every_axis(cx, pads, v, rank)?),
+        },
+        None => ((0..rank).collect(), pads),
+    };
+    let k = axes.len();
+    if cx.rank(pads) != 1
+        || cx.ty(pads).shape.dims()[0]
+            .as_known()
+            .is_some_and(|n| n != 2 * k as i64)
+    {
+        return Err(cx.bad(format!(
+            "pads of shape {:?} for {k} axes",
+            cx.ty(pads).shape.dims()
+        )));
+    }
+    let pads = if cx.ty(pads).dtype == DType::I64 {
+        pads
+    } else {
+        cx.op(Op::Cast { to: DType::I64 }, &[pads])?
+    };
+    let fill = match cx.opt_input(2)? {
+        Some(v) if mode == "constant" => Some(v),
+        _ if mode == "constant" => Some(cx.scalar_like(x, 0.0)),
+        _ => None,
+    };
+    let scalar = |cx: &mut NodeCx, v: ValueId, i: i64| -> NodeResult<ValueId> {
+        let one = cx.op(
+            Op::Slice {
+                starts: vec![i],
+                ends: vec![i + 1],
+                axes: vec![0],
+                steps: vec![1],
+            },
+            &[v],
+        )?;
+        cx.op(Op::Squeeze { axes: vec![0] }, &[one])
+    };
+    let c = |cx: &mut NodeCx, v: f64| cx.const_scalar(DType::I64, v);
+    let mut y = x;
+    for (j, &axis) in axes.iter().enumerate() {
+        let begin = scalar(cx, pads, j as i64)?;
+        let end = scalar(cx, pads, (j + k) as i64)?;
+        let dims = cx.shape_of(y)?;
+        let n = scalar(cx, dims, axis as i64)?;
+        let zero = c(cx, 0.0);
+        let start = cx.bin(BinaryOp::Sub, zero, begin)?;
+        let limit = cx.bin(BinaryOp::Add, n, end)?;
+        let one = c(cx, 1.0);
+        let idx = cx.op(Op::Range, &[start, limit, one])?;
+        let last = cx.bin(BinaryOp::Sub, n, one)?;
+        let clamped = cx.bin(BinaryOp::Max, idx, zero)?;
+        let clamped = cx.bin(BinaryOp::Min, clamped, last)?;
+        // `i mod p` for p > 0, in 0..p
+        let modulo = |cx: &mut NodeCx, i: ValueId, p: ValueId| -> NodeResult<ValueId> {
+            let q = cx.bin(BinaryOp::Div, i, p)?;
+            let qp = cx.bin(BinaryOp::Mul, q, p)?;
+            let r = cx.bin(BinaryOp::Sub, i, qp)?;
+            let neg = cx.bin(BinaryOp::Lt, r, zero)?;
+            let up = cx.bin(BinaryOp::Add, r, p)?;
+            cx.op(Op::Where, &[neg, up, r])
+        };
+        let source = match mode {
+            "reflect" => {
+                // period 2(n - 1), at least 1 (n = 1 reflects onto index 0)
+                let two = c(cx, 2.0);
+                let period = cx.bin(BinaryOp::Mul, last, two)?;
+                let period = cx.bin(BinaryOp::Max, period, one)?;
+                let m = modulo(cx, idx, period)?;
+                let back = cx.bin(BinaryOp::Sub, period, m)?;
+                let first_half = cx.bin(BinaryOp::Lt, m, n)?;
+                cx.op(Op::Where, &[first_half, m, back])?
+            }
+            "wrap" => modulo(cx, idx, n)?,
+            _ => clamped,
+        };
+        let g = cx.op(Op::Gather { axis: axis as i64 }, &[y, source])?;
+        y = match fill {
+            Some(value) => {
+                let ge = cx.bin(BinaryOp::Ge, idx, zero)?;
+                let lt = cx.bin(BinaryOp::Lt, idx, n)?;
+                let inside = cx.bin(BinaryOp::And, ge, lt)?;
+                let mut shape = vec![-1i64];
+                shape.extend(std::iter::repeat_n(1, rank - axis - 1));
+                let shape = cx.const_i64s(shape);
+                let inside = cx.op(Op::Reshape { allowzero: false }, &[inside, shape])?;
+                cx.op(Op::Where, &[inside, g, value])?
+            }
+            None => g,
+        };
+    }
+    Ok(y)
+}
+
+/// The `[2 · rank]` pads of every axis from pads `[2k]` for run-time `axes`
+/// `[k]`: axis `a` begins with `Σ_j (axes[j] ≡ a) · pads[j]` (negative axes
+/// count from the end), and likewise ends.
+fn pads_of_every_axis(
+    cx: &mut NodeCx,
+    pads: ValueId,
+    axes: ValueId,
+    rank: usize,
+) -> NodeResult<ValueId> {
+    let to_i64 = |cx: &mut NodeCx, v: ValueId| {
+        if cx.ty(v).dtype == DType::I64 {
+            Ok(v)
+        } else {
+            cx.op(Op::Cast { to: DType::I64 }, &[v])
+        }
+    };
+    let (pads, axes) = (to_i64(cx, pads)?, to_i64(cx, axes)?);
+    let zero = cx.const_scalar(DType::I64, 0.0);
+    let r = cx.const_scalar(DType::I64, rank as f64);
+    let neg = cx.bin(BinaryOp::Lt, axes, zero)?;
+    let wrapped = cx.bin(BinaryOp::Add, axes, r)?;
+    let axes = cx.op(Op::Where, &[neg, wrapped, axes])?;
+    // [k] halves of the pads, then [rank, 1] == [k] one-hot rows
+    let half = |cx: &mut NodeCx, first: bool| -> NodeResult<ValueId> {
+        let kk = cx.op(
+            Op::Shape {
+                start: 0,
+                end: None,
+            },
+            &[axes],
+        )?;
+        let (starts, ends) = if first {
+            (cx.const_i64s(vec![0]), kk)
+        } else {
+            let two = cx.const_scalar(DType::I64, 2.0);
+            let end = cx.bin(BinaryOp::Mul, kk, two)?;
+            (kk, end)
+        };
+        cx.op(Op::DynSlice, &[pads, starts, ends])
+    };
+    let (begins, ends) = (half(cx, true)?, half(cx, false)?);
+    let rows = Tensor::from_vec((0..rank as i64).collect(), &[rank, 1])
+        .map_err(|e| cx.bad(e.to_string()))?;
+    let rows = cx.constant(rows);
+    let hit = cx.bin(BinaryOp::Eq, rows, axes)?;
+    let hit = cx.op(Op::Cast { to: DType::I64 }, &[hit])?;
+    let spread = |cx: &mut NodeCx, half: ValueId| -> NodeResult<ValueId> {
+        let m = cx.bin(BinaryOp::Mul, hit, half)?;
+        cx.op(
+            Op::Reduce {
+                op: ReduceOp::Sum,
+                axes: vec![1],
+                keepdims: false,
+            },
+            &[m],
+        )
+    };
+    let (b, e) = (spread(cx, begins)?, spread(cx, ends)?);
+    cx.op(Op::Concat { axis: 0 }, &[b, e])
 }
 
 /// Pads one axis by mirroring (`reflect`: without repeating the edge, which

@@ -1,4 +1,4 @@
-//! `Resize` with constant scales or sizes, against naive references written
+//! `Resize` with constant or run-time scales and sizes, against naive references written
 //! out here per output element: nearest by flooring or rounding the source
 //! coordinate, linear as a clamped two-point lerp, cubic with the Keys kernel
 //! over four clamped neighbours.
@@ -187,7 +187,59 @@ fn resize_errors_name_the_node() {
     );
     let err = import(&m).unwrap_err().to_string();
     assert!(err.contains("Resize") && err.contains("bicubic"), "{err}");
-    let m = resize_model(4, 5, Some([1.0, 2.0, 2.0, 0.0]), None, vec![]);
+    let m = resize_model(
+        4,
+        5,
+        Some([1.0, 1.0, 0.5, 0.5]),
+        None,
+        vec![a_str("mode", "linear"), a_int("antialias", 1)],
+    );
     let err = import(&m).unwrap_err().to_string();
-    assert!(err.contains("Resize"), "{err}");
+    assert!(err.contains("Resize") && err.contains("antialias"), "{err}");
+}
+
+#[test]
+fn scales_given_at_run_time_resize_each_call_to_its_own_shape() {
+    // nearest, half_pixel, round_prefer_ceil: source (o + 0.5) / scale - 0.5,
+    // ties (x.5) up, clamped
+    let n = node(
+        "Resize",
+        &["x", "", "scales"],
+        &["y"],
+        vec![
+            a_str("mode", "nearest"),
+            a_str("nearest_mode", "round_prefer_ceil"),
+        ],
+    );
+    let m = model(
+        19,
+        graph(
+            vec![n],
+            vec![vf("x", &["1", "1", "3", "4"]), vf("scales", &["4"])],
+            vec![vf("y", &[])],
+            vec![],
+        ),
+    );
+    let g = import(&m).unwrap();
+    let module = shapejit::Module::from_graph(g, shapejit::Options::interp()).unwrap();
+    let mut rng = r::rng(32);
+    let x = r::random(&mut rng, &[3, 4], -1.0, 1.0);
+    let input = x.f32_tensor().reshaped(&[1, 1, 3, 4]).unwrap();
+    for (sh, sw) in [(2.0f32, 0.5f32), (1.5, 3.0), (0.6, 1.0)] {
+        let scales = Tensor::from_vec(vec![1.0f32, 1.0, sh, sw], &[4]).unwrap();
+        let out = module.runtime().run(&[input.clone(), scales]).unwrap();
+        let (oh, ow) = ((3.0 * sh) as usize, (4.0 * sw) as usize);
+        assert_eq!(out[0].shape(), &[1, 1, oh, ow], "{sh} x {sw}");
+        let want = separable(&x, oh, ow, &|at, n_in, _n_out, o| {
+            let scale = f64::from(if n_in == 3 { sh } else { sw });
+            let src = (o as f64 + 0.5) / scale - 0.5;
+            let i = if src - src.floor() >= 0.5 {
+                src.floor() + 1.0
+            } else {
+                src.floor()
+            };
+            at(i as i64)
+        });
+        close(&out[0], &want);
+    }
 }

@@ -383,3 +383,81 @@ fn bad_attention_nodes_are_errors_naming_the_node() {
     let err = import(&m).unwrap_err().to_string();
     assert!(err.contains("q_num_heads"), "{err}");
 }
+
+/// The naive rotation of one head's features `x[0..d]` at angles `(cos, sin)`
+/// per pair: pairs `(i, i + half)`, or `(2i, 2i + 1)` when interleaved.
+fn rotate(x: &[f64], cos: &[f64], sin: &[f64], rot: usize, interleaved: bool) -> Vec<f64> {
+    let mut out = x.to_vec();
+    for i in 0..rot / 2 {
+        let (a, b) = if interleaved {
+            (2 * i, 2 * i + 1)
+        } else {
+            (i, i + rot / 2)
+        };
+        out[a] = cos[i] * x[a] - sin[i] * x[b];
+        out[b] = sin[i] * x[a] + cos[i] * x[b];
+    }
+    out
+}
+
+#[test]
+fn rotary_embedding_rotates_pairs_by_position() {
+    let mut r = rng(14);
+    let (nb, heads, ns, nd, npos) = (2, 3, 4, 6, 10);
+    let x = A4::random(&mut r, [nb, heads, ns, nd]);
+    let pos: Vec<i64> = (0..nb * ns).map(|i| (i as i64 * 3) % npos as i64).collect();
+    for (interleaved, rot) in [(false, nd), (true, nd), (false, 4), (true, 2)] {
+        let half = rot / 2;
+        let cos = random(&mut r, &[npos, half], -1.0, 1.0);
+        let sin = random(&mut r, &[npos, half], -1.0, 1.0);
+        let f = data_type::FLOAT;
+        let m = model(
+            23,
+            graph(
+                vec![node(
+                    "RotaryEmbedding",
+                    &["x", "cos", "sin", "pos"],
+                    &["y"],
+                    vec![
+                        a_int("interleaved", i64::from(interleaved)),
+                        a_int("rotary_embedding_dim", rot as i64),
+                    ],
+                )],
+                vec![
+                    vi("x", f, &["2", "3", "4", "6"]),
+                    vi("cos", f, &["10", &half.to_string()]),
+                    vi("sin", f, &["10", &half.to_string()]),
+                    vi("pos", data_type::INT64, &["2", "4"]),
+                ],
+                vec![vi("y", f, &[])],
+                vec![],
+            ),
+        );
+        let out = run(
+            &m,
+            &[
+                x.tensor(),
+                cos.f32_tensor(),
+                sin.f32_tensor(),
+                Tensor::from_vec(pos.clone(), &[nb, ns]).unwrap(),
+            ],
+        );
+        let mut want = Vec::new();
+        for b in 0..nb {
+            for h in 0..heads {
+                for s in 0..ns {
+                    let p = pos[b * ns + s] as usize;
+                    let feats: Vec<f64> = (0..nd).map(|d| x.at(b, h, s, d)).collect();
+                    want.extend(rotate(
+                        &feats,
+                        &cos.data[p * half..(p + 1) * half],
+                        &sin.data[p * half..(p + 1) * half],
+                        rot,
+                        interleaved,
+                    ));
+                }
+            }
+        }
+        close(&format!("rotary {interleaved} {rot}"), &out[0], &want);
+    }
+}

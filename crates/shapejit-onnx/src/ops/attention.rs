@@ -14,8 +14,12 @@
 //! Needs the head counts and head sizes and the query and key lengths known at
 //! load (the batch may be symbolic); the masks' index patterns are constants.
 //!
+//! `RotaryEmbedding` (the rotation transformers apply to Q and K before
+//! attention) is composed here too, from slices, products and concats.
+//!
 //! **Invariant:** every output is the reference's (`onnx.reference`'s
-//! `Attention`) up to the rounding of the IR ops it is made of.
+//! `Attention`, `RotaryEmbedding`) up to the rounding of the IR ops it is
+//! made of.
 
 use crate::node::{NodeCx, NodeResult};
 use crate::tensor::dtype_of;
@@ -283,4 +287,100 @@ pub fn attention(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         });
     }
     Ok(outs)
+}
+
+/// `RotaryEmbedding(X, cos_cache, sin_cache, position_ids?)` (version 23):
+/// the first `rotary_embedding_dim` (default: all) of each head's features
+/// rotated in pairs by the cached angles — pairs `(i, i + half)`, or adjacent
+/// pairs with `interleaved` — the rest passed through. `X` is `[b, heads, s,
+/// d]` or `[b, s, heads · d]` (with `num_heads`); the caches are `[positions,
+/// half]` indexed by `position_ids`, or `[b, s, half]` without them. Needs the
+/// head size known.
+pub fn rotary_embedding(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (x, cos, sin) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
+    let positions = cx.opt_input(3)?;
+    let interleaved = cx.int_or("interleaved", 0)? != 0;
+    let rotary = cx.int_or("rotary_embedding_dim", 0)?;
+    let heads = cx.int_or("num_heads", 0)?;
+    let rank = cx.rank(x);
+    let bshd = match rank {
+        4 => cx.op(
+            Op::Transpose {
+                perm: vec![0, 2, 1, 3],
+            },
+            &[x],
+        )?,
+        3 if heads > 0 => reshape(cx, x, vec![0, 0, heads, -1])?,
+        3 => return Err(cx.bad("3-D input needs num_heads")),
+        _ => return Err(cx.bad(format!("input of rank {rank}, expected 3 or 4"))),
+    };
+    let d = dim(cx, bshd, 3, "a head size")?;
+    let rot = if rotary == 0 { d } else { rotary };
+    if rot <= 0 || rot > d || rot % 2 != 0 {
+        return Err(cx.bad(format!(
+            "rotary_embedding_dim {rot} for head size {d} (it must be even and at most the head size)"
+        )));
+    }
+    let half = rot / 2;
+    let cut = |cx: &mut NodeCx, v: ValueId, start: i64, end: i64, step: i64| {
+        cx.op(
+            Op::Slice {
+                starts: vec![start],
+                ends: vec![end],
+                axes: vec![-1],
+                steps: vec![step],
+            },
+            &[v],
+        )
+    };
+    let x_rot = cut(cx, bshd, 0, rot, 1)?;
+    let (cos, sin) = match positions {
+        Some(p) => (
+            cx.op(Op::Gather { axis: 0 }, &[cos, p])?,
+            cx.op(Op::Gather { axis: 0 }, &[sin, p])?,
+        ),
+        None => (cos, sin),
+    };
+    let cos = cx.op(Op::Unsqueeze { axes: vec![2] }, &[cos])?;
+    let sin = cx.op(Op::Unsqueeze { axes: vec![2] }, &[sin])?;
+    let (x1, x2) = if interleaved {
+        (cut(cx, x_rot, 0, rot, 2)?, cut(cx, x_rot, 1, rot, 2)?)
+    } else {
+        (cut(cx, x_rot, 0, half, 1)?, cut(cx, x_rot, half, rot, 1)?)
+    };
+    let (c1, s2) = (
+        cx.bin(BinaryOp::Mul, cos, x1)?,
+        cx.bin(BinaryOp::Mul, sin, x2)?,
+    );
+    let real = cx.bin(BinaryOp::Sub, c1, s2)?;
+    let (s1, c2) = (
+        cx.bin(BinaryOp::Mul, sin, x1)?,
+        cx.bin(BinaryOp::Mul, cos, x2)?,
+    );
+    let imag = cx.bin(BinaryOp::Add, s1, c2)?;
+    let rotated = if interleaved {
+        let r = cx.op(Op::Unsqueeze { axes: vec![-1] }, &[real])?;
+        let i = cx.op(Op::Unsqueeze { axes: vec![-1] }, &[imag])?;
+        let pairs = cx.op(Op::Concat { axis: -1 }, &[r, i])?;
+        reshape(cx, pairs, vec![0, 0, 0, rot])?
+    } else {
+        cx.op(Op::Concat { axis: -1 }, &[real, imag])?
+    };
+    let out = if rot < d {
+        let rest = cut(cx, bshd, rot, d, 1)?;
+        cx.op(Op::Concat { axis: -1 }, &[rotated, rest])?
+    } else {
+        rotated
+    };
+    let y = if rank == 4 {
+        cx.op(
+            Op::Transpose {
+                perm: vec![0, 2, 1, 3],
+            },
+            &[out],
+        )?
+    } else {
+        reshape(cx, out, vec![0, 0, -1])?
+    };
+    Ok(vec![y])
 }

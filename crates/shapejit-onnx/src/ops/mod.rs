@@ -112,6 +112,7 @@ pub const OPS: &[(&str, &[i64], MapFn)] = &[
     ("Gemm", &[6, 7, 9, 11, 13], |cx| nn::gemm(cx)),
     ("Softmax", &[1, 11, 13], |cx| nn::softmax(cx, false)),
     ("Attention", &[23, 24, 25], attention::attention),
+    ("RotaryEmbedding", &[23], attention::rotary_embedding),
     (
         "QuantizeLinear",
         &[10, 13, 19, 21, 23, 24, 25, 28],

@@ -237,3 +237,93 @@ fn bad_quantization_nodes_are_errors() {
     let err = import(&m).unwrap_err().to_string();
     assert!(err.contains("does not cover"), "{err}");
 }
+
+#[test]
+fn integer_matmuls_are_exact_over_long_shared_dims() {
+    // K = 600 spans three f32 chunks; |sum| reaches ~600 · 255² ≈ 2^25, beyond f32
+    let (m, k, n) = (3usize, 600usize, 2usize);
+    let a: Vec<u8> = (0..m * k).map(|i| (250 + i * 37 % 6) as u8).collect();
+    let b: Vec<u8> = (0..k * n).map(|i| (i * 91 % 7) as u8).collect();
+    let (a_zp, b_zp) = (3u8, 250u8);
+    let u8t = data_type::UINT8;
+    let mk = [m.to_string(), k.to_string()];
+    let kn = [k.to_string(), n.to_string()];
+    let mdl = one_node(
+        "MatMulInteger",
+        10,
+        &[
+            ("a", u8t, &[&mk[0], &mk[1]]),
+            ("b", u8t, &[&kn[0], &kn[1]]),
+            ("az", u8t, &[]),
+            ("bz", u8t, &[]),
+        ],
+        &[("y", data_type::INT32)],
+        vec![],
+    );
+    let out = run(
+        &mdl,
+        &[
+            Tensor::from_vec(a.clone(), &[m, k]).unwrap(),
+            Tensor::from_vec(b.clone(), &[k, n]).unwrap(),
+            Tensor::scalar(a_zp),
+            Tensor::scalar(b_zp),
+        ],
+    );
+    let want: Vec<i32> = (0..m * n)
+        .map(|o| {
+            let (i, j) = (o / n, o % n);
+            (0..k)
+                .map(|t| (i64::from(a[i * k + t]) - 3) * (i64::from(b[t * n + j]) - 250))
+                .sum::<i64>() as i32
+        })
+        .collect();
+    assert_eq!(out[0].as_slice::<i32>().unwrap(), want.as_slice());
+    assert!(want.iter().any(|v| v.unsigned_abs() > 1 << 24));
+
+    // QLinearMatMul: the same product requantized to int8
+    let a8: Vec<i8> = vec![-128, 5, 77, -3, 0, 127];
+    let b8: Vec<i8> = vec![1, -2, 3, 4, -5, 6];
+    let (sa, sb, sy) = (0.5f32, 0.25f32, 0.75f32);
+    let i8t = data_type::INT8;
+    let f = data_type::FLOAT;
+    let mdl = one_node(
+        "QLinearMatMul",
+        21,
+        &[
+            ("a", i8t, &["2", "3"]),
+            ("sa", f, &[]),
+            ("za", i8t, &[]),
+            ("b", i8t, &["3", "2"]),
+            ("sb", f, &[]),
+            ("zb", i8t, &[]),
+            ("sy", f, &[]),
+            ("zy", i8t, &[]),
+        ],
+        &[("y", i8t)],
+        vec![],
+    );
+    let out = run(
+        &mdl,
+        &[
+            Tensor::from_vec(a8.clone(), &[2, 3]).unwrap(),
+            Tensor::scalar(sa),
+            Tensor::scalar(1i8),
+            Tensor::from_vec(b8.clone(), &[3, 2]).unwrap(),
+            Tensor::scalar(sb),
+            Tensor::scalar(-1i8),
+            Tensor::scalar(sy),
+            Tensor::scalar(4i8),
+        ],
+    );
+    let mult = f64::from(sa * sb / sy);
+    let want: Vec<i8> = (0..4)
+        .map(|o| {
+            let (i, j) = (o / 2, o % 2);
+            let c: i64 = (0..3)
+                .map(|t| (i64::from(a8[i * 3 + t]) - 1) * (i64::from(b8[t * 2 + j]) + 1))
+                .sum();
+            (round_even(c as f64 * mult) + 4.0).clamp(-128.0, 127.0) as i8
+        })
+        .collect();
+    assert_eq!(out[0].as_slice::<i8>().unwrap(), want.as_slice());
+}

@@ -129,6 +129,8 @@ pub const OPS: &[(&str, &[i64], MapFn)] = &[
         quant::dynamic_quantize_linear,
     ),
     ("Resize", &[11, 13, 18, 19], resize::resize),
+    ("MatMulInteger", &[10], quant::matmul_integer),
+    ("QLinearMatMul", &[10, 21], quant::qlinear_matmul),
     ("LogSoftmax", &[1, 11, 13], |cx| nn::softmax(cx, true)),
     ("LayerNormalization", &[17], |cx| nn::layer_norm(cx)),
     ("BatchNormalization", &[6, 7, 9, 14, 15], |cx| {

@@ -58,10 +58,13 @@ const ANY_DTYPE: &[&str] = &[
     "SpaceToDepth",
     // widens to i64 itself: out-of-range shifts depend on the input's width
     "BitShift",
-    // compute in f32 themselves: the zero point's dtype is the output's
+    // compute in f32 (or exactly in i64) themselves: the zero point's dtype
+    // is the output's
     "QuantizeLinear",
     "DequantizeLinear",
     "DynamicQuantizeLinear",
+    "MatMulInteger",
+    "QLinearMatMul",
 ];
 
 /// Ops whose mappings emit only IR ops with f64 kernels.

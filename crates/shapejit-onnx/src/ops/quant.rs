@@ -1,6 +1,8 @@
 //! Linear quantization: QuantizeLinear, DequantizeLinear and
 //! DynamicQuantizeLinear, composed from casts and f32 arithmetic as the onnx
-//! reference computes them.
+//! reference computes them; MatMulInteger and QLinearMatMul on an exact
+//! integer product (f32 matmuls over chunks short enough to be exact, summed
+//! in i64).
 //!
 //! - Quantize to an integer type: `clip(round_even(x / scale) + zp, lo, hi)`;
 //!   to a float8 type: `x / scale` cast (saturating unless `saturate = 0`; the
@@ -285,4 +287,153 @@ pub fn dynamic_quantize_linear(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     };
     let zp = cx.op(Op::Cast { to: DType::U8 }, &[zp])?;
     Ok(vec![y, scale, zp])
+}
+
+/// `(a - a_zp) @ (b - b_zp)` of 8-bit integers, exactly, as i64: the products
+/// run on the f32 matmul over chunks of at most 256 along the shared dim (a
+/// chunk's sum of products of magnitude below 2^16 stays below 2^24, exact in
+/// f32), the chunks summed in i64. `a_zp` is a scalar or one per row of `a`,
+/// `b_zp` a scalar or one per column of `b`.
+fn exact_int_matmul(
+    cx: &mut NodeCx,
+    a: ValueId,
+    b: ValueId,
+    a_zp: Option<ValueId>,
+    b_zp: Option<ValueId>,
+) -> NodeResult<ValueId> {
+    for v in [Some(a), Some(b), a_zp, b_zp].into_iter().flatten() {
+        let dtype = cx.ty(v).dtype;
+        if !matches!(dtype, DType::I8 | DType::U8) {
+            return Err(cx.bad(format!("integer matmul of {dtype}, expected int8 or uint8")));
+        }
+    }
+    let centered = |cx: &mut NodeCx, v: ValueId, zp: Option<ValueId>, row: bool| {
+        let f = f32_of(cx, v)?;
+        let Some(z) = zp else {
+            return Ok(f);
+        };
+        let z = f32_of(cx, z)?;
+        // one zero point per row of `a` lines up along its last-but-one dim
+        let z = if row && cx.rank(z) == 1 {
+            let s = cx.const_i64s(vec![-1, 1]);
+            cx.op(Op::Reshape { allowzero: false }, &[z, s])?
+        } else {
+            z
+        };
+        cx.bin(BinaryOp::Sub, f, z)
+    };
+    let (af, bf) = (centered(cx, a, a_zp, true)?, centered(cx, b, b_zp, false)?);
+    let rank_a = cx.rank(af);
+    if rank_a == 0 || cx.rank(bf) < 2 {
+        return Err(cx.bad("integer matmul needs a of rank >= 1 and b of rank >= 2"));
+    }
+    let k = cx.ty(af).shape.dims()[rank_a - 1]
+        .as_known()
+        .ok_or_else(|| cx.unsupported("integer matmul over a symbolic shared dim"))?;
+    const CHUNK: i64 = 256;
+    let mut sum = None;
+    for start in (0..k.max(1)).step_by(CHUNK as usize) {
+        let end = (start + CHUNK).min(k);
+        let (ac, bc) = if k <= CHUNK {
+            (af, bf)
+        } else {
+            let slice = |cx: &mut NodeCx, v: ValueId, axis: i64| {
+                cx.op(
+                    Op::Slice {
+                        starts: vec![start],
+                        ends: vec![end],
+                        axes: vec![axis],
+                        steps: vec![1],
+                    },
+                    &[v],
+                )
+            };
+            (slice(cx, af, -1)?, slice(cx, bf, -2)?)
+        };
+        let p = cx.op(Op::MatMul, &[ac, bc])?;
+        let p = cx.op(Op::Cast { to: DType::I64 }, &[p])?;
+        sum = Some(match sum {
+            Some(s) => cx.bin(BinaryOp::Add, s, p)?,
+            None => p,
+        });
+    }
+    sum.ok_or_else(|| cx.bad("an empty integer matmul"))
+}
+
+/// `MatMulInteger(A, B, a_zero_point?, b_zero_point?)` → i32, exact.
+pub fn matmul_integer(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
+    let (a_zp, b_zp) = (cx.opt_input(2)?, cx.opt_input(3)?);
+    let c = exact_int_matmul(cx, a, b, a_zp, b_zp)?;
+    Ok(vec![cx.op(Op::Cast { to: DType::I32 }, &[c])?])
+}
+
+/// `⌊v⌉` of f64 values, ties to even (no f64 rounding kernel: truncation,
+/// corrected below a negative value, then up past the half or at an odd half).
+fn round_even_f64(cx: &mut NodeCx, v: ValueId) -> NodeResult<ValueId> {
+    let t = cx.op(Op::Cast { to: DType::I64 }, &[v])?;
+    let tf = cx.op(Op::Cast { to: DType::F64 }, &[t])?;
+    let one = cx.const_scalar(DType::F64, 1.0);
+    let above = cx.bin(BinaryOp::Gt, tf, v)?;
+    let less = cx.bin(BinaryOp::Sub, tf, one)?;
+    let fl = cx.op(Op::Where, &[above, less, tf])?;
+    let frac = cx.bin(BinaryOp::Sub, v, fl)?;
+    let half = cx.const_scalar(DType::F64, 0.5);
+    let over = cx.bin(BinaryOp::Gt, frac, half)?;
+    let tie = cx.bin(BinaryOp::Eq, frac, half)?;
+    let fi = cx.op(Op::Cast { to: DType::I64 }, &[fl])?;
+    let two = cx.const_scalar(DType::I64, 2.0);
+    let halved = cx.bin(BinaryOp::Div, fi, two)?;
+    let even = cx.bin(BinaryOp::Mul, halved, two)?;
+    let odd = cx.bin(BinaryOp::Eq, fi, even)?;
+    let odd = cx.un(UnaryOp::Not, odd)?;
+    let odd_tie = cx.bin(BinaryOp::And, tie, odd)?;
+    let up = cx.bin(BinaryOp::Or, over, odd_tie)?;
+    let next = cx.bin(BinaryOp::Add, fl, one)?;
+    cx.op(Op::Where, &[up, next, fl])
+}
+
+/// `QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp)`: the
+/// exact integer product times `a_scale · b_scale / y_scale` (computed in the
+/// scales' dtype, rounding each step as the reference does), plus `y_zp`,
+/// rounded to even in f64 and clipped to `y_zp`'s type. Scales are per tensor.
+pub fn qlinear_matmul(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (a, a_scale, a_zp) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
+    let (b, b_scale, b_zp) = (cx.input(3)?, cx.input(4)?, cx.input(5)?);
+    let (y_scale, y_zp) = (cx.input(6)?, cx.input(7)?);
+    let to = cx.ty(y_zp).dtype;
+    let range = int_range(to).ok_or_else(|| cx.bad(format!("y_zero_point of {to}")))?;
+    let c = exact_int_matmul(cx, a, b, Some(a_zp), Some(b_zp))?;
+    // a_scale · b_scale / y_scale in the scales' dtype: f32 arithmetic holds
+    // the product of two f16 or bf16 values exactly; each step rounds back
+    let scale_dtype = cx.ty(a_scale).dtype;
+    let narrow = |cx: &mut NodeCx, v: ValueId| -> NodeResult<ValueId> {
+        if scale_dtype == DType::F32 {
+            return Ok(v);
+        }
+        let n = cx.op(Op::Cast { to: scale_dtype }, &[v])?;
+        f32_of(cx, n)
+    };
+    let (sa, sb, sy) = (
+        f32_of(cx, a_scale)?,
+        f32_of(cx, b_scale)?,
+        f32_of(cx, y_scale)?,
+    );
+    let ab = cx.bin(BinaryOp::Mul, sa, sb)?;
+    let ab = narrow(cx, ab)?;
+    let m = cx.bin(BinaryOp::Div, ab, sy)?;
+    let m = narrow(cx, m)?;
+    let m = cx.op(Op::Cast { to: DType::F64 }, &[m])?;
+    let cf = cx.op(Op::Cast { to: DType::F64 }, &[c])?;
+    let d = cx.bin(BinaryOp::Mul, cf, m)?;
+    let zp = cx.op(Op::Cast { to: DType::F64 }, &[y_zp])?;
+    let d = cx.bin(BinaryOp::Add, d, zp)?;
+    let r = round_even_f64(cx, d)?;
+    let (lo, hi) = (
+        cx.const_scalar(DType::F64, range.0),
+        cx.const_scalar(DType::F64, range.1),
+    );
+    let r = cx.bin(BinaryOp::Max, r, lo)?;
+    let r = cx.bin(BinaryOp::Min, r, hi)?;
+    Ok(vec![cx.op(Op::Cast { to }, &[r])?])
 }

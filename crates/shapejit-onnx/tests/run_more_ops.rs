@@ -574,3 +574,55 @@ fn mod_xor_and_cast_like() {
     assert_eq!(out[0].dtype(), shapejit_ir::DType::I64);
     assert_eq!(out[0].to_f64_vec(), [1.0, -1.0, 3.0]);
 }
+
+#[test]
+fn lp_pool_is_the_p_norm_of_each_window() {
+    // x [1, 2, 5, 6], 3x2 windows, strides 2x1, pads (1, 0, 1, 1): padding adds 0
+    let mut rng = r::rng(77);
+    let x = r::random(&mut rng, &[1, 2, 5, 6], -2.0, 2.0);
+    let (kh, kw, sh, sw) = (3usize, 2usize, 2usize, 1usize);
+    let (pt, pl, pb, pr) = (1usize, 0usize, 1usize, 1usize);
+    let (h, w) = (5usize, 6usize);
+    let (oh, ow) = ((h + pt + pb - kh) / sh + 1, (w + pl + pr - kw) / sw + 1);
+    for p in [1i64, 2, 3] {
+        let m = unary(
+            22,
+            "LpPool",
+            &["1", "2", "5", "6"],
+            vec![
+                a_ints("kernel_shape", &[kh as i64, kw as i64]),
+                a_ints("strides", &[sh as i64, sw as i64]),
+                a_ints("pads", &[pt as i64, pl as i64, pb as i64, pr as i64]),
+                a_int("p", p),
+            ],
+        );
+        let out = run(&m, &[x.f32_tensor()]);
+        let mut want = Vec::new();
+        for c in 0..2 {
+            for i in 0..oh {
+                for j in 0..ow {
+                    let mut s = 0.0;
+                    for a in 0..kh {
+                        for b in 0..kw {
+                            let (y, xx) = (
+                                (i * sh + a) as i64 - pt as i64,
+                                (j * sw + b) as i64 - pl as i64,
+                            );
+                            if (0..h as i64).contains(&y) && (0..w as i64).contains(&xx) {
+                                s += x.at(&[0, c, y as usize, xx as usize]).abs().powi(p as i32);
+                            }
+                        }
+                    }
+                    want.push(s.powf(1.0 / p as f64));
+                }
+            }
+        }
+        assert_close(
+            &out[0],
+            &Arr::new(&[1, 2, oh, ow], want),
+            1e-5,
+            1e-4,
+            &format!("LpPool p={p}"),
+        );
+    }
+}

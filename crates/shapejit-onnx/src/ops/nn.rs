@@ -627,10 +627,37 @@ pub fn max_pool(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
 /// `AveragePool` (`count_include_pad` from opset 7: before, padding is excluded).
 pub fn avg_pool(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let x = cx.input(0)?;
+    let count_include_pad = cx.int_or("count_include_pad", 0)? != 0;
+    avg_pool_of(cx, x, count_include_pad).map(|y| vec![y])
+}
+
+/// `LpPool(x; p)` = `(Σ_window |x|^p)^(1/p)`: the average pool of `|x|^p`
+/// counting padding (which adds 0) times the window size, to the `1/p`.
+pub fn lp_pool(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let p = cx.int_or("p", 2)?;
+    if p <= 0 {
+        return Err(cx.bad(format!("p = {p}, expected a positive integer")));
+    }
+    let kernel = cx
+        .attr_ints("kernel_shape")?
+        .ok_or_else(|| cx.bad("required attribute 'kernel_shape' is missing"))?;
+    let window: i64 = kernel.iter().product();
+    let a = cx.un(UnaryOp::Abs, x)?;
+    let pc = cx.scalar_like(x, p as f64);
+    let powered = cx.bin(BinaryOp::Pow, a, pc)?;
+    let mean = avg_pool_of(cx, powered, true)?;
+    let k = cx.scalar_like(x, window as f64);
+    let sum = cx.bin(BinaryOp::Mul, mean, k)?;
+    let inv = cx.scalar_like(x, 1.0 / p as f64);
+    Ok(vec![cx.bin(BinaryOp::Pow, sum, inv)?])
+}
+
+/// An average pool of `x` with the node's window attributes.
+fn avg_pool_of(cx: &mut NodeCx, x: ValueId, count_include_pad: bool) -> NodeResult<ValueId> {
     let n = spatial_dims(cx, x)?;
     let geo = geometry(cx, x, n, None, Same::Window)?;
     let ceil_mode = cx.int_or("ceil_mode", 0)? != 0;
-    let count_include_pad = cx.int_or("count_include_pad", 0)? != 0;
     if n == 3 {
         // the mean of the taps' plane means: every tap has the same H·W count,
         // and padded depths count only with count_include_pad
@@ -645,10 +672,9 @@ pub fn avg_pool(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
             count_include_pad,
         };
         let pool = (0.0, Taps::Mean);
-        let y = fold_depth(cx, x, &geo, pool, |cx, slab, _| cx.op(op.clone(), &[slab]))?;
-        return Ok(vec![y]);
+        return fold_depth(cx, x, &geo, pool, |cx, slab, _| cx.op(op.clone(), &[slab]));
     }
-    with_unit_h(
+    let y = with_unit_h(
         cx,
         n,
         vec![x],
@@ -658,7 +684,10 @@ pub fn avg_pool(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
             ceil_mode,
             count_include_pad,
         },
-    )
+    )?;
+    y.into_iter()
+        .next()
+        .ok_or_else(|| cx.bad("an average pool without an output"))
 }
 
 /// `GlobalAveragePool`.

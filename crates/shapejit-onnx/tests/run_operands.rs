@@ -350,6 +350,67 @@ fn pad_by_pads_and_axes_given_at_run_time() {
 }
 
 #[test]
+fn center_crop_pad_centers_each_axis() {
+    // x [5, 4, 2]; axes 0 and 1 to sizes given at run time; an odd difference
+    // puts the extra element (cropped or padded) at the end
+    let x: Vec<f32> = (0..40).map(|v| v as f32 + 1.0).collect();
+    let n = node(
+        "CenterCropPad",
+        &["x", "s"],
+        &["y"],
+        vec![a_ints("axes", &[0, 1])],
+    );
+    let m = model(
+        18,
+        graph(
+            vec![n],
+            vec![vf("x", &["5", "4", "2"]), vi("s", data_type::INT64, &["2"])],
+            vec![vf("y", &[])],
+            vec![],
+        ),
+    );
+    // source index of output o along an axis of `dim` resized to `size`
+    let source = |o: i64, dim: i64, size: i64| -> Option<i64> {
+        let i = if size <= dim {
+            o + (dim - size) / 2
+        } else {
+            o - (size - dim) / 2
+        };
+        (0..dim).contains(&i).then_some(i)
+    };
+    for size in [[3i64, 7], [6, 1], [5, 4], [2, 2]] {
+        let out = run(
+            &m,
+            &[
+                Tensor::from_vec(x.clone(), &[5, 4, 2]).unwrap(),
+                i64s(&size),
+            ],
+        );
+        let mut want = Vec::new();
+        for a in 0..size[0] {
+            for b in 0..size[1] {
+                for c in 0..2 {
+                    want.push(match (source(a, 5, size[0]), source(b, 4, size[1])) {
+                        (Some(i), Some(j)) => x[(i * 8 + j * 2 + c) as usize],
+                        _ => 0.0,
+                    });
+                }
+            }
+        }
+        assert_eq!(
+            out[0].shape(),
+            &[size[0] as usize, size[1] as usize, 2],
+            "{size:?}"
+        );
+        assert_eq!(
+            out[0].as_slice::<f32>().unwrap(),
+            want.as_slice(),
+            "{size:?}"
+        );
+    }
+}
+
+#[test]
 fn bit_shifts_out_of_range_give_zero_or_the_sign() {
     // i8: width 8; a shift < 0 or >= 8 gives 0, or -1 for a negative x shifted right
     let shift = |x: i8, s: i8, left: bool| -> i8 {

@@ -377,7 +377,13 @@ pub fn pad(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     if cx.opset() >= 11 {
         let pads = cx.input(1)?;
         if mode == "wrap" || cx.known_ints(pads).is_none() {
-            return pad_by_gather(cx, x, pads, &mode).map(|y| vec![y]);
+            let fill = match cx.opt_input(2)? {
+                Some(v) if mode == "constant" => Some(v),
+                _ if mode == "constant" => Some(cx.scalar_like(x, 0.0)),
+                _ => None,
+            };
+            let axes = cx.opt_input(3)?;
+            return pad_by_gather(cx, x, pads, axes, fill, &mode).map(|y| vec![y]);
         }
     }
     // a constant value computed at run time
@@ -466,10 +472,17 @@ pub fn pad(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
 /// clamped (`edge`), mirrored with period `2(n - 1)` (`reflect`), modulo `n`
 /// (`wrap`), or clamped and replaced by the value outside (`constant`).
 /// `axes` computed at run time spread the pads over every axis first
-/// ([`pads_of_every_axis`]).
-fn pad_by_gather(cx: &mut NodeCx, x: ValueId, pads: ValueId, mode: &str) -> NodeResult<ValueId> {
+/// ([`pads_of_every_axis`]). `fill` is the value outside (`constant` only).
+fn pad_by_gather(
+    cx: &mut NodeCx,
+    x: ValueId,
+    pads: ValueId,
+    axes: Option<ValueId>,
+    fill: Option<ValueId>,
+    mode: &str,
+) -> NodeResult<ValueId> {
     let rank = cx.rank(x);
-    let (axes, pads): (Vec<usize>, ValueId) = match cx.opt_input(3)? {
+    let (axes, pads): (Vec<usize>, ValueId) = match axes {
         Some(v) => match cx.known_ints(v) {
             Some(axes) => (
                 axes.iter()
@@ -496,11 +509,6 @@ fn pad_by_gather(cx: &mut NodeCx, x: ValueId, pads: ValueId, mode: &str) -> Node
         pads
     } else {
         cx.op(Op::Cast { to: DType::I64 }, &[pads])?
-    };
-    let fill = match cx.opt_input(2)? {
-        Some(v) if mode == "constant" => Some(v),
-        _ if mode == "constant" => Some(cx.scalar_like(x, 0.0)),
-        _ => None,
     };
     let scalar = |cx: &mut NodeCx, v: ValueId, i: i64| -> NodeResult<ValueId> {
         let one = cx.op(
@@ -568,6 +576,38 @@ fn pad_by_gather(cx: &mut NodeCx, x: ValueId, pads: ValueId, mode: &str) -> Node
         };
     }
     Ok(y)
+}
+
+/// `CenterCropPad(x, shape; axes)`: each listed axis cropped or zero-padded
+/// to `shape` around its center (an odd difference puts the extra element at
+/// the end): a `Pad` by `⌊diff / 2⌋` (toward zero) at the start and the rest
+/// at the end, `diff = shape - dim`, computed at run time.
+pub fn center_crop_pad(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (x, target) = (cx.input(0)?, cx.input(1)?);
+    let rank = cx.rank(x);
+    let axes: Vec<usize> = match cx.attr_ints("axes")? {
+        Some(a) => a
+            .iter()
+            .map(|&a| cx.axis(a, rank, "axes"))
+            .collect::<NodeResult<_>>()?,
+        None => (0..rank).collect(),
+    };
+    let target = if cx.ty(target).dtype == DType::I64 {
+        target
+    } else {
+        cx.op(Op::Cast { to: DType::I64 }, &[target])?
+    };
+    let shape = cx.shape_of(x)?;
+    let picks = cx.const_i64s(axes.iter().map(|&a| a as i64).collect());
+    let dims = cx.op(Op::Gather { axis: 0 }, &[shape, picks])?;
+    let diff = cx.bin(BinaryOp::Sub, target, dims)?;
+    let two = cx.const_scalar(DType::I64, 2.0);
+    let begin = cx.bin(BinaryOp::Div, diff, two)?;
+    let end = cx.bin(BinaryOp::Sub, diff, begin)?;
+    let pads = cx.op(Op::Concat { axis: 0 }, &[begin, end])?;
+    let axes = cx.const_i64s(axes.iter().map(|&a| a as i64).collect());
+    let zero = cx.scalar_like(x, 0.0);
+    pad_by_gather(cx, x, pads, Some(axes), Some(zero), "constant").map(|y| vec![y])
 }
 
 /// The `[2 · rank]` pads of every axis from pads `[2k]` for run-time `axes`

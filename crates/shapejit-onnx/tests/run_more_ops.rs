@@ -626,3 +626,101 @@ fn lp_pool_is_the_p_norm_of_each_window() {
         );
     }
 }
+
+#[test]
+fn shrink_swiglu_windows_and_reverse_sequence() {
+    let mut rng = r::rng(78);
+    let x = r::random(&mut rng, &[2, 5], -2.0, 2.0);
+    // Shrink with bias 0.25 and lambd 0.7
+    let m = unary(
+        9,
+        "Shrink",
+        &["2", "5"],
+        vec![a_float("bias", 0.25), a_float("lambd", 0.7)],
+    );
+    let out = run(&m, &[x.f32_tensor()]);
+    let want = x.map(|v| {
+        if v < -0.7f32 as f64 {
+            v + 0.25
+        } else if v > 0.7f32 as f64 {
+            v - 0.25
+        } else {
+            0.0
+        }
+    });
+    assert_close(&out[0], &want, 1e-6, 1e-6, "Shrink");
+
+    // SwiGLU(a, b; alpha 1.5) = a · sigmoid(1.5 a) · b
+    let b = r::random(&mut rng, &[2, 5], -2.0, 2.0);
+    let m = one(
+        28,
+        "SwiGLU",
+        vec![vf("a", &["2", "5"]), vf("b", &["2", "5"])],
+        vec![],
+        vec![a_float("alpha", 1.5)],
+    );
+    let out = run(&m, &[x.f32_tensor(), b.f32_tensor()]);
+    let want = r::binary(&x, &b, |a, b| a / (1.0 + (-1.5 * a).exp()) * b);
+    assert_close(&out[0], &want, 1e-5, 1e-5, "SwiGLU");
+
+    // windows of 7 points, periodic (N = 7) and symmetric (N = 6)
+    let pi = std::f64::consts::PI;
+    for (op, f) in [
+        (
+            "HannWindow",
+            (|t: f64| (t / 2.0).sin().powi(2)) as fn(f64) -> f64,
+        ),
+        ("HammingWindow", |t| 25.0 / 46.0 - 21.0 / 46.0 * t.cos()),
+        ("BlackmanWindow", |t| {
+            0.42 - 0.5 * t.cos() + 0.08 * (2.0 * t).cos()
+        }),
+    ] {
+        for periodic in [1i64, 0] {
+            let m = one(
+                17,
+                op,
+                vec![vi("n", data_type::INT64, &[])],
+                vec![],
+                vec![a_int("periodic", periodic)],
+            );
+            let out = run(&m, &[Tensor::scalar(7i64)]);
+            let big_n = if periodic == 1 { 7.0 } else { 6.0 };
+            let want: Vec<f64> = (0..7).map(|n| f(2.0 * pi * n as f64 / big_n)).collect();
+            assert_close(&out[0], &Arr::new(&[7], want), 1e-6, 1e-5, op);
+        }
+    }
+
+    // ReverseSequence: x [4 (time), 3 (batch), 2], lengths per batch
+    let xs = r::random(&mut rng, &[4, 3, 2], -1.0, 1.0);
+    let lens = [4i64, 0, 2];
+    let m = one(
+        10,
+        "ReverseSequence",
+        vec![vf("x", &["4", "3", "2"]), vi("l", data_type::INT64, &["3"])],
+        vec![],
+        vec![a_int("batch_axis", 1), a_int("time_axis", 0)],
+    );
+    let out = run(
+        &m,
+        &[
+            xs.f32_tensor(),
+            Tensor::from_vec(lens.to_vec(), &[3]).unwrap(),
+        ],
+    );
+    let mut want = Vec::new();
+    for t in 0..4i64 {
+        for (bi, &l) in lens.iter().enumerate() {
+            let src = if t < l { l - 1 - t } else { t };
+            for c in 0..2 {
+                want.push(xs.at(&[src as usize, bi, c]));
+            }
+        }
+    }
+    assert_close(
+        &out[0],
+        &Arr::new(&[4, 3, 2], want),
+        0.0,
+        0.0,
+        "ReverseSequence",
+    );
+}

@@ -140,3 +140,42 @@ pub fn cast_like(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let to = cx.ty(like).dtype;
     Ok(vec![super::elementwise::cast_to(cx, x, to)?])
 }
+
+/// `Shrink(x; bias = 0, lambd = 0.5)`: `x + bias` below `-lambd`, `x - bias`
+/// above `lambd`, 0 between.
+pub fn shrink(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let bias = f64::from(cx.float_or("bias", 0.0)?);
+    let lambd = f64::from(cx.float_or("lambd", 0.5)?);
+    let (lo, hi) = (cx.scalar_like(x, -lambd), cx.scalar_like(x, lambd));
+    let b = cx.scalar_like(x, bias);
+    let zero = cx.scalar_like(x, 0.0);
+    let below = cx.bin(BinaryOp::Lt, x, lo)?;
+    let above = cx.bin(BinaryOp::Gt, x, hi)?;
+    let up = cx.bin(BinaryOp::Add, x, b)?;
+    let down = cx.bin(BinaryOp::Sub, x, b)?;
+    let y = cx.op(Op::Where, &[above, down, zero])?;
+    Ok(vec![cx.op(Op::Where, &[below, up, y])?])
+}
+
+/// `SwiGLU(a, b; alpha = 1)` = `a · sigmoid(alpha · a) · b`.
+pub fn swiglu(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
+    if cx.ty(a).shape != cx.ty(b).shape {
+        return Err(cx.bad(format!(
+            "SwiGLU of shapes {} and {} (no broadcasting)",
+            cx.ty(a).shape,
+            cx.ty(b).shape
+        )));
+    }
+    let alpha = cx.float_or("alpha", 1.0)?;
+    let scaled = if alpha == 1.0 {
+        a
+    } else {
+        let s = cx.scalar_like(a, f64::from(alpha));
+        cx.bin(BinaryOp::Mul, a, s)?
+    };
+    let gate = cx.un(UnaryOp::Sigmoid, scaled)?;
+    let swish = cx.bin(BinaryOp::Mul, a, gate)?;
+    Ok(vec![cx.bin(BinaryOp::Mul, swish, b)?])
+}

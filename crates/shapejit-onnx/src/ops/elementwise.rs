@@ -3,7 +3,8 @@
 //! Clip (attributes before opset 11, inputs from 11: `max`/`min` ops when
 //! they are computed at run time), Where, Cast, and the small compositions
 //! PRelu, Selu, Softplus, Mod and BitShift (`x · 2^s` or `x / 2^s` in the
-//! compute dtype, which wrap and truncate as the shifts do).
+//! compute dtype, which wrap and truncate as the shifts do), and the spectral
+//! windows (Hann, Hamming, Blackman) over a `range` of run-time length.
 //!
 //! **Invariant:** the IR ops emitted compute the ONNX op's result for every
 //! input the ONNX op accepts at the model's opset (compositions included).
@@ -358,4 +359,83 @@ pub fn bitwise_not(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let x = cx.input(0)?;
     let ones = cx.scalar_like(x, -1.0);
     Ok(vec![cx.bin(BinaryOp::BitXor, x, ones)?])
+}
+
+/// The spectral windows `HannWindow`, `HammingWindow`, `BlackmanWindow`.
+#[derive(Clone, Copy)]
+pub enum Window {
+    /// `sin²(π n / N)`
+    Hann,
+    /// `25/46 - 21/46 · cos(2π n / N)`
+    Hamming,
+    /// `0.42 - 0.5 cos(2π n / N) + 0.08 cos(4π n / N)`
+    Blackman,
+}
+
+/// A window of `size` points (a run-time scalar), `N = size` (`periodic`,
+/// the default) or `size - 1`, computed in f32 as the reference computes it
+/// and cast to `output_datatype` (default f32).
+pub fn window(cx: &mut NodeCx, kind: Window) -> NodeResult<Vec<ValueId>> {
+    let size = cx.input(0)?;
+    let periodic = cx.int_or("periodic", 1)? != 0;
+    let code = cx.int_or("output_datatype", 1)?;
+    let to = i32::try_from(code)
+        .ok()
+        .and_then(dtype_of)
+        .ok_or_else(|| cx.unsupported(unsupported_dtype(code as i32)))?;
+    let size = if cx.ty(size).dtype == DType::I64 {
+        size
+    } else {
+        cx.op(Op::Cast { to: DType::I64 }, &[size])?
+    };
+    let size = if cx.rank(size) == 1 {
+        cx.op(Op::Squeeze { axes: vec![0] }, &[size])?
+    } else {
+        size
+    };
+    let zero = cx.const_scalar(DType::I64, 0.0);
+    let one = cx.const_scalar(DType::I64, 1.0);
+    let n = cx.op(Op::Range, &[zero, size, one])?;
+    let n = cx.op(Op::Cast { to: DType::F32 }, &[n])?;
+    let big_n = if periodic {
+        size
+    } else {
+        cx.bin(BinaryOp::Sub, size, one)?
+    };
+    let big_n = cx.op(Op::Cast { to: DType::F32 }, &[big_n])?;
+    // cos or sin of (n · k·π) / N
+    let angle = |cx: &mut NodeCx, k: f64, f: MathFn| -> NodeResult<ValueId> {
+        let c = cx.const_scalar(DType::F32, k * std::f64::consts::PI);
+        let t = cx.bin(BinaryOp::Mul, n, c)?;
+        let t = cx.bin(BinaryOp::Div, t, big_n)?;
+        cx.un(UnaryOp::Math(f), t)
+    };
+    let affine = |cx: &mut NodeCx, v: ValueId, mul: f64, add: f64| -> NodeResult<ValueId> {
+        let m = cx.const_scalar(DType::F32, mul);
+        let a = cx.const_scalar(DType::F32, add);
+        let v = cx.bin(BinaryOp::Mul, v, m)?;
+        cx.bin(BinaryOp::Add, v, a)
+    };
+    let y = match kind {
+        Window::Hann => {
+            let s = angle(cx, 1.0, MathFn::Sin)?;
+            cx.bin(BinaryOp::Mul, s, s)?
+        }
+        Window::Hamming => {
+            let c = angle(cx, 2.0, MathFn::Cos)?;
+            affine(cx, c, -(1.0 - 25.0 / 46.0), 25.0 / 46.0)?
+        }
+        Window::Blackman => {
+            let c2 = angle(cx, 2.0, MathFn::Cos)?;
+            let c4 = angle(cx, 4.0, MathFn::Cos)?;
+            let a = affine(cx, c2, -0.5, 0.0)?;
+            let b = affine(cx, c4, 0.08, 0.0)?;
+            let s = cx.bin(BinaryOp::Add, a, b)?;
+            affine(cx, s, 1.0, 0.42)?
+        }
+    };
+    if to == DType::F32 {
+        return Ok(vec![y]);
+    }
+    Ok(vec![cx.op(Op::Cast { to }, &[y])?])
 }

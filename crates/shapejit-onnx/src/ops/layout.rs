@@ -1,5 +1,6 @@
 //! Index-pattern ops composed from reshapes, transposes, comparisons and
-//! selects: DepthToSpace, SpaceToDepth, Trilu, OneHot and EyeLike.
+//! selects: DepthToSpace, SpaceToDepth, Trilu, OneHot, EyeLike and
+//! ReverseSequence (a `gather_elements` by computed time indices).
 //!
 //! DepthToSpace/SpaceToDepth need known C, H and W (the batch may be
 //! symbolic); Trilu and EyeLike need the last two dims known (their masks are
@@ -241,4 +242,49 @@ pub fn one_hot(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     };
     let (off, on) = (pick(cx, 0)?, pick(cx, 1)?);
     Ok(vec![cx.op(Op::Where, &[hit, on, off])?])
+}
+
+/// `ReverseSequence(x, sequence_lens; batch_axis = 1, time_axis = 0)`: along
+/// the time axis, batch `b`'s first `lens[b]` steps reversed, the rest kept:
+/// a `gather_elements` by `t < lens[b] ? lens[b] - 1 - t : t`.
+pub fn reverse_sequence(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let (x, lens) = (cx.input(0)?, cx.input(1)?);
+    let rank = cx.rank(x);
+    let batch = cx.int_or("batch_axis", 1)?;
+    let time = cx.int_or("time_axis", 0)?;
+    let (batch, time) = (
+        cx.axis(batch, rank, "batch_axis")?,
+        cx.axis(time, rank, "time_axis")?,
+    );
+    if batch == time || rank < 2 {
+        return Err(cx.bad(format!(
+            "batch_axis {batch} and time_axis {time} of a rank-{rank} input"
+        )));
+    }
+    let along = |cx: &mut NodeCx, v: ValueId, axis: usize| -> NodeResult<ValueId> {
+        let mut shape = vec![1i64; rank];
+        shape[axis] = -1;
+        let s = cx.const_i64s(shape);
+        cx.op(Op::Reshape { allowzero: false }, &[v, s])
+    };
+    let lens = if cx.ty(lens).dtype == DType::I64 {
+        lens
+    } else {
+        cx.op(Op::Cast { to: DType::I64 }, &[lens])?
+    };
+    let dims = cx.shape_of(x)?;
+    let at = cx.const_scalar(DType::I64, time as f64);
+    let t_len = cx.op(Op::Gather { axis: 0 }, &[dims, at])?;
+    let zero = cx.const_scalar(DType::I64, 0.0);
+    let one = cx.const_scalar(DType::I64, 1.0);
+    let t = cx.op(Op::Range, &[zero, t_len, one])?;
+    let (t, l) = (along(cx, t, time)?, along(cx, lens, batch)?);
+    let inside = cx.bin(BinaryOp::Lt, t, l)?;
+    let last = cx.bin(BinaryOp::Sub, l, one)?;
+    let back = cx.bin(BinaryOp::Sub, last, t)?;
+    let src = cx.op(Op::Where, &[inside, back, t])?;
+    let src = cx.op(Op::Expand, &[src, dims])?;
+    Ok(vec![
+        cx.op(Op::GatherElements { axis: time as i64 }, &[x, src])?,
+    ])
 }

@@ -161,6 +161,16 @@ pub const OPS: &[(&str, &[i64], MapFn)] = &[
     ("GlobalAveragePool", &[1, 22], |cx| nn::global_avg_pool(cx)),
     ("LpPool", &[2, 11, 18, 22], |cx| nn::lp_pool(cx)),
     ("CenterCropPad", &[18], |cx| shape::center_crop_pad(cx)),
+    ("Shrink", &[9], activation::shrink),
+    ("SwiGLU", &[28], activation::swiglu),
+    ("HannWindow", &[17], |cx| ew::window(cx, ew::Window::Hann)),
+    ("HammingWindow", &[17], |cx| {
+        ew::window(cx, ew::Window::Hamming)
+    }),
+    ("BlackmanWindow", &[17], |cx| {
+        ew::window(cx, ew::Window::Blackman)
+    }),
+    ("ReverseSequence", &[10, 28], layout::reverse_sequence),
     ("GlobalMaxPool", &[1, 22], |cx| nn::global_max_pool(cx)),
     ("Reshape", &[5, 13, 14, 19, 21, 23, 24, 25], |cx| {
         shape::reshape(cx)

@@ -56,6 +56,8 @@ const ANY_DTYPE: &[&str] = &[
     "Dropout",
     "DepthToSpace",
     "SpaceToDepth",
+    "ReverseSequence",
+    "CenterCropPad",
     // widens to i64 itself: out-of-range shifts depend on the input's width
     "BitShift",
     // compute in f32 (or exactly in i64) themselves: the zero point's dtype

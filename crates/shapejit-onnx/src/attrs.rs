@@ -85,6 +85,16 @@ impl<'a> Attrs<'a> {
         })
     }
 
+    /// A `STRINGS` attribute (lossy UTF-8).
+    pub fn strings(&self, name: &str) -> AttrResult<Vec<String>> {
+        self.typed(name, attribute_type::STRINGS, "a list of strings", |a| {
+            a.strings
+                .iter()
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+    }
+
     /// An `INTS` attribute.
     pub fn ints(&self, name: &str) -> AttrResult<Vec<i64>> {
         self.typed(name, attribute_type::INTS, "a list of ints", |a| {

@@ -336,6 +336,11 @@ impl<'g, 'm> NodeCx<'g, 'm> {
         self.attrs.string(name).map_err(|e| self.attr_err(e))
     }
 
+    /// An optional `STRINGS` attribute.
+    pub fn attr_strings(&self, name: &str) -> NodeResult<Option<Vec<String>>> {
+        self.attrs.strings(name).map_err(|e| self.attr_err(e))
+    }
+
     /// An optional `INTS` attribute.
     pub fn attr_ints(&self, name: &str) -> NodeResult<Option<Vec<i64>>> {
         self.attrs.ints(name).map_err(|e| self.attr_err(e))

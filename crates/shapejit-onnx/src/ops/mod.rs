@@ -44,6 +44,7 @@ mod nn;
 mod norm;
 mod promote;
 mod quant;
+mod recurrent;
 mod reduce;
 mod resize;
 mod shape;
@@ -171,6 +172,15 @@ pub const OPS: &[(&str, &[i64], MapFn)] = &[
         ew::window(cx, ew::Window::Blackman)
     }),
     ("ReverseSequence", &[10, 28], layout::reverse_sequence),
+    ("RNN", &[7, 14, 22], |cx| {
+        recurrent::recurrent(cx, recurrent::Cell::Rnn)
+    }),
+    ("GRU", &[7, 14, 22], |cx| {
+        recurrent::recurrent(cx, recurrent::Cell::Gru)
+    }),
+    ("LSTM", &[7, 14, 22], |cx| {
+        recurrent::recurrent(cx, recurrent::Cell::Lstm)
+    }),
     ("GlobalMaxPool", &[1, 22], |cx| nn::global_max_pool(cx)),
     ("Reshape", &[5, 13, 14, 19, 21, 23, 24, 25], |cx| {
         shape::reshape(cx)

@@ -594,6 +594,32 @@ fn constants_and_constant_of_shape() {
     ];
     let g = import(&model(13, graph(nodes, vec![], vec![vf("y", &[])], vec![]))).unwrap();
     assert_eq!(out_type(&g, 0), "f32[2, 3]");
+    // a shape known at load is filled once, at load
+    assert!(
+        !ops_of(&g).contains(&"constant_of_shape"),
+        "{:?}",
+        ops_of(&g)
+    );
+    let filled = g.nodes.iter().find_map(|n| match &n.op {
+        Op::Constant { value } if value.shape() == [2, 3] => Some(value),
+        _ => None,
+    });
+    assert_eq!(filled.unwrap().as_slice::<i64>().unwrap(), [7i64; 6]);
+    // a shape only the run knows stays an op
+    let nodes = vec![
+        node("Shape", &["x"], &["s"], vec![]),
+        node("ConstantOfShape", &["s"], &["y"], vec![]),
+    ];
+    let g = import(&model(
+        13,
+        graph(nodes, vec![vf("x", &["n"])], vec![vf("y", &[])], vec![]),
+    ))
+    .unwrap();
+    assert!(
+        ops_of(&g).contains(&"constant_of_shape"),
+        "{:?}",
+        ops_of(&g)
+    );
 }
 
 #[test]

@@ -780,14 +780,48 @@ pub fn constant(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     Ok(vec![cx.constant(value)])
 }
 
-/// `ConstantOfShape(shape)`, `value` defaults to a float 0.
+/// `ConstantOfShape(shape)`, `value` defaults to a float 0. A shape known at
+/// load becomes a constant (as onnxruntime folds it), so a weight that an
+/// exporter wrote as a fill is filled once, not at every run, and the rewrites
+/// that need constant operands (`shapejit_ir::fuse`) see it; fills above
+/// [`FOLD_LIMIT`] bytes stay a run-time op.
 pub fn constant_of_shape(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let shape = cx.input(0)?;
     let value = match cx.attr_tensor("value")? {
         Some(tp) => tensor_from_proto(tp, cx.g.external)?,
         None => Tensor::scalar(0f32),
     };
+    if let Some(filled) = cx.known_ints(shape).and_then(|dims| filled(&value, &dims)) {
+        return Ok(vec![cx.constant(filled)]);
+    }
     Ok(vec![cx.op(Op::ConstantOfShape { value }, &[shape])?])
+}
+
+/// Largest fill [`constant_of_shape`] folds, in bytes (a folded constant lives as
+/// long as the module).
+const FOLD_LIMIT: usize = 1 << 30;
+
+/// `value` (one element) repeated over `dims`, when the dims are valid and the
+/// result is at most [`FOLD_LIMIT`] bytes; `None` leaves the op to the run (which
+/// reports invalid dims).
+fn filled(value: &Tensor, dims: &[i64]) -> Option<Tensor> {
+    if value.numel() != 1 {
+        return None;
+    }
+    let dims: Vec<usize> = dims
+        .iter()
+        .map(|&d| usize::try_from(d).ok())
+        .collect::<Option<_>>()?;
+    let elem = value.bytes();
+    let numel = shapejit_ir::tensor::checked_numel(&dims)?;
+    if numel.checked_mul(elem.len())? > FOLD_LIMIT {
+        return None;
+    }
+    if elem.iter().all(|&b| b == 0) {
+        return Tensor::zeros(value.dtype(), &dims).ok();
+    }
+    let bytes = bytes::Bytes::from(elem.repeat(numel));
+    Tensor::from_bytes_or_copy(value.dtype(), &dims, bytes).ok()
 }
 
 /// `Range(start, limit, delta)`; `stash_type` (version 27) only changes how

@@ -367,6 +367,7 @@ impl GraphBuilder {
             Op::Conv2d {
                 window,
                 groups: conv.groups,
+                activation: None,
             },
             &inputs,
         )

@@ -5,6 +5,14 @@
 //! - **GELU, erf form**: `x · 0.5 · (1 + erf(x / √2))` in the groupings
 //!   exporters emit (`Mul(x, 1/√2)` or `Div(x, √2)`; the `0.5` applied to `x`,
 //!   to the sum, or to the product) becomes `gelu(x)` (`tanh_approx = false`).
+//! - **Batch norm after a convolution**: `batch_norm(conv2d(x, w, b))` whose
+//!   weights, bias and batch-norm parameters are all f32 constants becomes one
+//!   `conv2d(x, w·mul, b·mul + add)` with the batch norm's own
+//!   `mul = scale / √(var + ε)`, `add = bias − mean·mul` (as onnxruntime folds it):
+//!   new constants, placed just before the fused node.
+//! - **Activation after a convolution**: `relu`, `leaky_relu` or `clip` of a
+//!   `conv2d` becomes the conv with that [`Activation`], which its kernel applies
+//!   while the output is in registers.
 //! - Dead code is removed afterwards ([`remove_dead`]): nodes none of whose
 //!   results reach a graph output, and the values only they defined.
 //!
@@ -13,15 +21,21 @@
 //! dtype and shape; the graph's inputs and outputs are unchanged, and the result
 //! passes [`crate::verify()`] whenever the input did.
 //! **Invariant:** the fused GELU differs from the unfused chain only by rounding
-//! (within the error [`UnaryOp::Gelu`]'s kernels state).
+//! (within the error [`UnaryOp::Gelu`]'s kernels state); the folded batch norm
+//! only by rounding (within conv's 1e-5 relative tolerance: the products and the
+//! bias are each rounded once more); a fused activation is bit-identical to the
+//! unary op after the conv.
 
 use crate::dtype::DType;
-use crate::graph::{Graph, NodeId, ValueId};
-use crate::op::{BinaryOp, Op, UnaryOp};
+use crate::graph::{Graph, Node, NodeId, ValueId, ValueInfo, ValueType};
+use crate::op::{Activation, BinaryOp, Op, UnaryOp};
+use crate::shape::Shape;
+use crate::tensor::Tensor;
+use std::collections::HashSet;
 
 /// Applies every rewrite, then [`remove_dead`]; returns how many patterns fused.
 pub fn fuse(graph: &mut Graph) -> usize {
-    let fused = fuse_gelu(graph);
+    let fused = fuse_gelu(graph) + fold_batch_norm(graph) + fuse_activations(graph);
     if fused > 0 {
         remove_dead(graph);
     }
@@ -162,6 +176,185 @@ fn one_plus_erf_of(graph: &Graph, facts: &Facts, v: ValueId) -> Option<ValueId> 
         std::f32::consts::FRAC_1_SQRT_2,
     )
     .or_else(|| with_scalar(graph, facts, scale, BinaryOp::Div, std::f32::consts::SQRT_2))
+}
+
+/// The contents of an f32 constant.
+fn const_f32<'g>(graph: &'g Graph, facts: &Facts, v: ValueId) -> Option<&'g [f32]> {
+    match &graph.node(facts.producer[v.index()]?).op {
+        Op::Constant { value } if value.dtype() == DType::F32 => value.as_slice::<f32>().ok(),
+        _ => None,
+    }
+}
+
+/// A batch norm to fold into the conv before it.
+struct BnFold {
+    /// the batch norm node, which becomes the conv
+    node: usize,
+    /// the conv's op and input
+    conv: Op,
+    x: ValueId,
+    w: Tensor,
+    b: Tensor,
+}
+
+/// Folds every batch norm of a conv with constant weights and parameters into
+/// the conv (see the module docs); returns how many.
+fn fold_batch_norm(graph: &mut Graph) -> usize {
+    let facts = Facts::of(graph);
+    let folds: Vec<BnFold> = (0..graph.nodes.len())
+        .filter_map(|idx| bn_fold(graph, &facts, idx))
+        .collect();
+    let count = folds.len();
+    if count == 0 {
+        return 0;
+    }
+    let mut names: HashSet<String> = graph.values.iter().map(|v| v.name.clone()).collect();
+    names.extend(graph.nodes.iter().map(|n| n.name.clone()));
+    let mut fresh = |base: String| {
+        let mut name = base.clone();
+        let mut k = 0;
+        while !names.insert(name.clone()) {
+            k += 1;
+            name = format!("{base}.{k}");
+        }
+        name
+    };
+    let old = std::mem::take(&mut graph.nodes);
+    let mut folds = folds.into_iter().peekable();
+    for (idx, mut node) in old.into_iter().enumerate() {
+        if let Some(fold) = folds.next_if(|f| f.node == idx) {
+            let mut consts = Vec::with_capacity(2);
+            for (what, value) in [("w", fold.w), ("b", fold.b)] {
+                let id = ValueId(graph.values.len() as u32);
+                graph.values.push(ValueInfo {
+                    name: fresh(format!("{}.folded_{what}", node.name)),
+                    ty: ValueType {
+                        dtype: DType::F32,
+                        shape: Shape::known(value.shape()),
+                    },
+                    known: None,
+                });
+                graph.nodes.push(Node {
+                    name: fresh(format!("{}.folded_{what}", node.name)),
+                    op: Op::Constant { value },
+                    inputs: Vec::new(),
+                    outputs: vec![id],
+                });
+                consts.push(id);
+            }
+            node.op = fold.conv;
+            node.inputs = vec![fold.x, consts[0], consts[1]];
+        }
+        graph.nodes.push(node);
+    }
+    count
+}
+
+/// The fold of batch norm node `idx`, when it normalizes (alone) the output of
+/// a conv with no activation and every operand is an f32 constant of the
+/// expected size.
+fn bn_fold(graph: &Graph, facts: &Facts, idx: usize) -> Option<BnFold> {
+    let node = &graph.nodes[idx];
+    let Op::BatchNorm { epsilon } = node.op else {
+        return None;
+    };
+    let (conv_id, conv) = facts.single_use_def(graph, *node.inputs.first()?)?;
+    let Op::Conv2d {
+        activation: None, ..
+    } = conv
+    else {
+        return None;
+    };
+    let conv_node = graph.node(conv_id);
+    let w = const_f32(graph, facts, *conv_node.inputs.get(1)?)?;
+    let c_out = graph
+        .value(conv_node.outputs[0])
+        .ty
+        .shape
+        .dims()
+        .get(1)?
+        .as_known()?;
+    let c_out = usize::try_from(c_out)
+        .ok()
+        .filter(|&c| c > 0 && w.len() % c == 0)?;
+    let params: Vec<&[f32]> = node.inputs[1..]
+        .iter()
+        .map(|&v| const_f32(graph, facts, v).filter(|p| p.len() == c_out))
+        .collect::<Option<_>>()?;
+    let [scale, bn_bias, mean, var] = params[..] else {
+        return None;
+    };
+    let conv_bias = match conv_node.inputs.get(2) {
+        Some(&b) => Some(const_f32(graph, facts, b).filter(|b| b.len() == c_out)?),
+        None => None,
+    };
+    // the batch norm's own per-channel factors (see the VM's batch_norm)
+    let mul: Vec<f32> = scale
+        .iter()
+        .zip(var)
+        .map(|(&s, &v)| s / (v + epsilon).sqrt())
+        .collect();
+    let per_channel = w.len() / c_out;
+    let w: Vec<f32> = w
+        .chunks_exact(per_channel)
+        .zip(&mul)
+        .flat_map(|(ws, &m)| ws.iter().map(move |&x| x * m))
+        .collect();
+    let b: Vec<f32> = (0..c_out)
+        .map(|c| {
+            let add = bn_bias[c] - mean[c] * mul[c];
+            conv_bias.map_or(add, |b| b[c] * mul[c] + add)
+        })
+        .collect();
+    let w_shape = graph.value(conv_node.inputs[1]).ty.shape.as_known()?;
+    Some(BnFold {
+        node: idx,
+        conv: conv.clone(),
+        x: conv_node.inputs[0],
+        w: Tensor::from_vec(w, &w_shape).ok()?,
+        b: Tensor::from_vec(b, &[c_out]).ok()?,
+    })
+}
+
+/// Fuses every `relu`, `leaky_relu` or `clip` of a conv's output (its only use)
+/// into the conv; returns how many.
+fn fuse_activations(graph: &mut Graph) -> usize {
+    let facts = Facts::of(graph);
+    let mut rewrites = Vec::new();
+    for (idx, node) in graph.nodes.iter().enumerate() {
+        let Op::Unary(u) = node.op else { continue };
+        let Some(act) = Activation::from_unary(u) else {
+            continue;
+        };
+        let Some((conv_id, conv)) = node
+            .inputs
+            .first()
+            .and_then(|&x| facts.single_use_def(graph, x))
+        else {
+            continue;
+        };
+        if let Op::Conv2d {
+            window,
+            groups,
+            activation: None,
+        } = conv
+            && graph.value(node.outputs[0]).ty.dtype == DType::F32
+        {
+            let fused = Op::Conv2d {
+                window: window.clone(),
+                groups: *groups,
+                activation: Some(act),
+            };
+            rewrites.push((idx, fused, graph.node(conv_id).inputs.clone()));
+        }
+    }
+    let count = rewrites.len();
+    for (idx, op, inputs) in rewrites {
+        let node = &mut graph.nodes[idx];
+        node.op = op;
+        node.inputs = inputs;
+    }
+    count
 }
 
 /// Removes nodes none of whose results reach a graph output (sub-graph nodes
@@ -306,6 +499,135 @@ mod tests {
         let before = other.clone();
         assert_eq!(fuse(&mut other), 0);
         assert_eq!(other, before);
+    }
+
+    /// `act(bn(conv2d(x, w, b)))` over 3 output channels (`bias` and `bn`
+    /// optional), and the conv's output as a second graph output when asked.
+    fn conv_chain(bias: bool, bn: bool, act: Option<UnaryOp>, conv_is_output: bool) -> Graph {
+        use crate::builder_ops::{BatchNormParams, ConvAttrs};
+        let mut b = GraphBuilder::new("c");
+        let x = b.input("x", DType::F32, shape!["n", 2, 5, 5]);
+        let t = |v: Vec<f32>, s: &[usize]| Tensor::from_vec(v, s).unwrap();
+        let w = b.constant(
+            "w",
+            t(
+                (0..54).map(|i| i as f32 * 0.1 - 2.0).collect(),
+                &[3, 2, 3, 3],
+            ),
+        );
+        let cb = bias.then(|| b.constant("cb", t(vec![0.5, -1.0, 2.0], &[3])));
+        let attrs = ConvAttrs {
+            pads: [1; 4],
+            ..ConvAttrs::default()
+        };
+        let conv = b.conv2d(x, w, cb, attrs).unwrap();
+        let mut y = conv;
+        if bn {
+            let mut c = |name, v: [f32; 3]| b.constant(name, t(v.to_vec(), &[3]));
+            let params = BatchNormParams {
+                scale: c("scale", [2.0, 0.5, -1.0]),
+                bias: c("shift", [0.25, 0.0, 1.0]),
+                mean: c("mean", [1.0, -2.0, 0.0]),
+                var: c("var", [4.0, 0.25, 1.0]),
+            };
+            y = b.batch_norm(y, params, 1e-5).unwrap();
+        }
+        if let Some(u) = act {
+            y = b.unary(u, y).unwrap();
+        }
+        b.output("y", y).unwrap();
+        if conv_is_output {
+            b.output("conv", conv).unwrap();
+        }
+        b.finish().unwrap()
+    }
+
+    fn conv_activation(g: &Graph) -> Vec<Option<Activation>> {
+        g.nodes
+            .iter()
+            .filter_map(|n| match n.op {
+                Op::Conv2d { activation, .. } => Some(activation),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn batch_norm_and_activations_fold_into_the_conv() {
+        let acts = [
+            None,
+            Some(UnaryOp::Relu),
+            Some(UnaryOp::LeakyRelu { alpha: 0.1 }),
+            Some(UnaryOp::Clip { min: 0.0, max: 6.0 }),
+        ];
+        for (bias, bn, act) in [false, true]
+            .into_iter()
+            .flat_map(|b| [(b, false), (b, true)])
+            .flat_map(|(b, n)| acts.map(|a| (b, n, a)))
+        {
+            let mut g = conv_chain(bias, bn, act, false);
+            let before = g.to_string();
+            let want = usize::from(bn) + usize::from(act.is_some());
+            assert_eq!(fuse(&mut g), want, "{before}");
+            verify(&g).unwrap();
+            assert_eq!(
+                ops(&g).iter().filter(|o| **o != "constant").count(),
+                1,
+                "{g}"
+            );
+            assert_eq!(conv_activation(&g), [act.and_then(Activation::from_unary)]);
+            assert_eq!(g.value(g.outputs[0]).ty.to_string(), "f32[n, 3, 5, 5]");
+            let conv = g.nodes.last().unwrap();
+            assert_eq!(conv.inputs.len(), if bias || bn { 3 } else { 2 }, "{g}");
+        }
+    }
+
+    #[test]
+    fn folded_parameters_are_the_batch_norms_factors() {
+        let mut g = conv_chain(true, true, None, false);
+        fuse(&mut g);
+        let consts: Vec<&Tensor> = g
+            .nodes
+            .iter()
+            .filter_map(|n| match &n.op {
+                Op::Constant { value } => Some(value),
+                _ => None,
+            })
+            .collect();
+        let [w, b] = consts[..] else { panic!("{g}") };
+        let mul: Vec<f32> = [(2.0f32, 4.0f32), (0.5, 0.25), (-1.0, 1.0)]
+            .iter()
+            .map(|&(s, v)| s / (v + 1e-5f32).sqrt())
+            .collect();
+        let w0: Vec<f32> = (0..54).map(|i| i as f32 * 0.1 - 2.0).collect();
+        let want_w: Vec<f32> = w0
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| x * mul[i / 18])
+            .collect();
+        assert_eq!(w.as_slice::<f32>().unwrap(), want_w);
+        let (cb, shift, mean) = (
+            [0.5f32, -1.0, 2.0],
+            [0.25f32, 0.0, 1.0],
+            [1.0f32, -2.0, 0.0],
+        );
+        let want_b: Vec<f32> = (0..3)
+            .map(|c| cb[c] * mul[c] + (shift[c] - mean[c] * mul[c]))
+            .collect();
+        assert_eq!(b.as_slice::<f32>().unwrap(), want_b);
+    }
+
+    #[test]
+    fn a_conv_output_used_elsewhere_is_not_fused() {
+        for (bn, act) in [(true, None), (false, Some(UnaryOp::Relu))] {
+            let mut g = conv_chain(true, bn, act, true);
+            let before = g.clone();
+            assert_eq!(fuse(&mut g), 0);
+            assert_eq!(g, before);
+        }
+        // sigmoid is not an activation a conv applies
+        let mut g = conv_chain(false, false, Some(UnaryOp::Sigmoid), false);
+        assert_eq!(fuse(&mut g), 0);
     }
 
     #[test]

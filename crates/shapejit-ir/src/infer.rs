@@ -144,7 +144,7 @@ pub fn infer(op: &Op, inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Vec<I
         Op::Softmax { axis } | Op::LogSoftmax { axis } => one(nn::softmax(*axis, inputs)),
         Op::LayerNorm { axis, .. } => one(nn::layer_norm(*axis, inputs)),
         Op::BatchNorm { .. } => one(nn::batch_norm(inputs)),
-        Op::Conv2d { window, groups } => one(nn::conv2d(window, *groups, inputs, ctx)),
+        Op::Conv2d { window, groups, .. } => one(nn::conv2d(window, *groups, inputs, ctx)),
         Op::ConvTranspose2d {
             window,
             groups,

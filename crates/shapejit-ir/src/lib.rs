@@ -57,7 +57,7 @@ pub use dim::{Dim, Symbol};
 pub use dtype::{DType, Element, Num, Scalar};
 pub use error::IrError;
 pub use graph::{Graph, Node, NodeId, ValueId, ValueInfo, ValueType};
-pub use op::{BinaryOp, MathFn, Op, ReduceOp, ScatterReduction, UnaryOp, Window2d};
+pub use op::{Activation, BinaryOp, MathFn, Op, ReduceOp, ScatterReduction, UnaryOp, Window2d};
 pub use shape::{IntoDim, Shape};
 pub use tensor::Tensor;
 pub use text::parse;

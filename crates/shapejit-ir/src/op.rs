@@ -366,6 +366,48 @@ impl ScatterReduction {
     }
 }
 
+/// The activation a convolution applies to its output, fused into it by
+/// [`crate::fuse`]: `conv2d {activation = a}` is exactly `a(conv2d(..))`, the unary
+/// op of the same name applied to each output element (bit-identical).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Activation {
+    /// [`UnaryOp::Relu`]
+    Relu,
+    /// [`UnaryOp::LeakyRelu`]
+    LeakyRelu {
+        /// slope for negative inputs
+        alpha: f32,
+    },
+    /// [`UnaryOp::Clip`]
+    Clip {
+        /// lower bound
+        min: f32,
+        /// upper bound
+        max: f32,
+    },
+}
+
+impl Activation {
+    /// The unary op this activation applies.
+    pub fn as_unary(self) -> UnaryOp {
+        match self {
+            Activation::Relu => UnaryOp::Relu,
+            Activation::LeakyRelu { alpha } => UnaryOp::LeakyRelu { alpha },
+            Activation::Clip { min, max } => UnaryOp::Clip { min, max },
+        }
+    }
+
+    /// The activation applying `op`, when a convolution can fuse it.
+    pub fn from_unary(op: UnaryOp) -> Option<Activation> {
+        match op {
+            UnaryOp::Relu => Some(Activation::Relu),
+            UnaryOp::LeakyRelu { alpha } => Some(Activation::LeakyRelu { alpha }),
+            UnaryOp::Clip { min, max } => Some(Activation::Clip { min, max }),
+            _ => None,
+        }
+    }
+}
+
 /// 2-D window parameters shared by conv and pooling (NCHW layout).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Window2d {
@@ -624,12 +666,14 @@ pub enum Op {
     /// `start`, `limit`, `delta` of one dtype.
     Range,
     /// 2-D convolution, NCHW. Inputs: `x`, `w` (`[C_out, C_in/groups, kH, kW]`), optional `b`.
-    /// Tolerance: 1e-5 relative.
+    /// Tolerance: 1e-5 relative; the activation, if any, is exact on that result.
     Conv2d {
         /// strides, pads and dilations (`kernel` is `w`'s spatial shape)
         window: Window2d,
         /// channel groups
         groups: usize,
+        /// applied to every output element (fused by [`crate::fuse`])
+        activation: Option<Activation>,
     },
     /// 2-D transposed convolution (the gradient of `Conv2d` with respect to its
     /// input), NCHW. Inputs: `x`, `w` (`[C_in, C_out/groups, kH, kW]`), optional

@@ -14,11 +14,14 @@
 //! **Invariant:** padded cells read as 0 for conv, never win a max pool, and
 //! count in an average only when asked to (and only inside the declared padding).
 
+use crate::activation::Activation;
 use crate::error::KernelError;
 use crate::matmul::matmul;
-use crate::packed::{Bias, NR, PackedRef, matmul_packed_bias};
+use crate::packed::{Bias, Epilogue, NR, PackedRef, matmul_packed_epilogue};
 use crate::simd::dispatch;
 use crate::view::{StridedShape, View, ViewMut};
+
+mod direct;
 
 /// Window geometry shared by conv and pools (all sizes already validated
 /// by the caller: output sizes follow from the others).
@@ -55,11 +58,17 @@ fn dims4(what: &'static str, v: &[usize]) -> Result<[usize; 4], KernelError> {
 const GEMM_MIN_CHANNELS: usize = 4;
 
 /// Scratch elements [`conv2d`] needs for weights `[C_out, C_in/groups, kH, kW]`
-/// (`c_out_per_group = C_out/groups`): one image's patch matrix, packed;
+/// (`c_out_per_group = C_out/groups`) on an `input` (H, W) image: one image's
+/// patch matrix, packed, or for the direct path one group's phase planes;
 /// saturates instead of overflowing.
-pub fn conv2d_scratch_len(c_in_per_group: usize, c_out_per_group: usize, win: &Window) -> usize {
+pub fn conv2d_scratch_len(
+    c_in_per_group: usize,
+    c_out_per_group: usize,
+    win: &Window,
+    input: [usize; 2],
+) -> usize {
     if c_out_per_group < GEMM_MIN_CHANNELS {
-        return 0;
+        return direct::Planes::new(win, input).scratch_len(c_in_per_group);
     }
     let k = c_in_per_group
         .saturating_mul(win.kernel[0])
@@ -67,7 +76,21 @@ pub fn conv2d_scratch_len(c_in_per_group: usize, c_out_per_group: usize, win: &W
     PackedRef::len_for(k, win.out[0].saturating_mul(win.out[1]))
 }
 
-/// `out[n, m] = bias[m] + Σ w[m, c, i, j] · x[n, g·Cg + c, ·, ·]` (NCHW).
+/// A convolution's weights and what it does besides the window.
+#[derive(Clone, Copy, Debug)]
+pub struct ConvParams<'a> {
+    /// contiguous `[C_out, C_in/groups, kH, kW]`
+    pub w: &'a [f32],
+    /// `C_out` values added to the output channels
+    pub bias: Option<&'a [f32]>,
+    /// channel groups
+    pub groups: usize,
+    /// applied to every output element, last
+    pub activation: Option<Activation>,
+}
+
+/// `out[n, m] = act(bias[m] + Σ w[m, c, i, j] · x[n, g·Cg + c, ·, ·])` (NCHW),
+/// `w`, `bias`, groups and the activation from `conv`.
 ///
 /// `w` is contiguous `[C_out, C_in/groups, kH, kW]`; `out` contiguous
 /// `[N, C_out, OH, OW]`; `col` holds at least [`conv2d_scratch_len`] elements.
@@ -83,12 +106,16 @@ pub fn conv2d_scratch_len(c_in_per_group: usize, c_out_per_group: usize, win: &W
 pub fn conv2d(
     out: &mut [f32],
     x: &View<f32>,
-    w: &[f32],
-    bias: Option<&[f32]>,
-    groups: usize,
+    conv: &ConvParams,
     win: &Window,
     col: &mut [f32],
 ) -> Result<(), KernelError> {
+    let ConvParams {
+        w,
+        bias,
+        groups,
+        activation,
+    } = *conv;
     let [n, c_in, h, wd] = dims4("conv input", x.shape())?;
     let [kh, kw] = win.kernel;
     let [oh, ow] = win.out;
@@ -127,7 +154,7 @@ pub fn conv2d(
     if out.is_empty() {
         return Ok(());
     }
-    let need = conv2d_scratch_len(cg, mg, win);
+    let need = conv2d_scratch_len(cg, mg, win, [h, wd]);
     if col.len() < need {
         return Err(KernelError::Invalid(format!(
             "conv scratch of {} elements, need {need}",
@@ -143,14 +170,19 @@ pub fn conv2d(
         win,
     };
     if mg < GEMM_MIN_CHANNELS {
-        dispatch(|| {
-            for (plane_idx, plane) in out.chunks_exact_mut(p).enumerate() {
-                let (img, m) = (plane_idx / c_out, plane_idx % c_out);
-                let base = g.offset + img as isize * g.xs[0] + ((m / mg) * cg) as isize * g.xs[1];
-                let b = bias.map_or(0.0, |b| b[m]);
-                conv_plane(plane, &g, base, &w[m * k..(m + 1) * k], b);
-            }
-        });
+        let planes = direct::Planes::new(win, [h, wd]);
+        for (idx, group_out) in out.chunks_exact_mut(mg * p).enumerate() {
+            let (img, grp) = (idx / groups, idx % groups);
+            let base = g.offset + img as isize * g.xs[0] + (grp * cg) as isize * g.xs[1];
+            direct::conv_group(group_out, &g, base, &planes, col, |m| {
+                let m = grp * mg + m;
+                direct::Channel {
+                    w: &w[m * k..(m + 1) * k],
+                    bias: bias.map_or(0.0, |b| b[m]),
+                    activation,
+                }
+            });
+        }
         return Ok(());
     }
     let direct = kh == 1
@@ -164,7 +196,10 @@ pub fn conv2d(
             w,
             StridedShape::new(&[mg, k], &[k as isize, 1], grp * mg * k)?,
         )?;
-        let bias_g = bias.map_or(Bias::None, |b| Bias::PerRow(&b[grp * mg..(grp + 1) * mg]));
+        let epilogue = Epilogue {
+            bias: bias.map_or(Bias::None, |b| Bias::PerRow(&b[grp * mg..(grp + 1) * mg])),
+            activation,
+        };
         for img in 0..n {
             let base = g.offset + img as isize * g.xs[0] + (grp * cg) as isize * g.xs[1];
             let packed = if direct {
@@ -176,7 +211,7 @@ pub fn conv2d(
                 PackedRef::from_panels(k, p, col)?
             };
             let first = (img * c_out + grp * mg) * p;
-            matmul_packed_bias(&mut out[first..first + mg * p], &wg, packed, 1.0, bias_g)?;
+            matmul_packed_epilogue(&mut out[first..first + mg * p], &wg, packed, 1.0, epilogue)?;
         }
     }
     Ok(())
@@ -242,33 +277,6 @@ fn along_tap(
     } else {
         for (t, o) in dst.iter_mut().enumerate() {
             f(o, data[(start + t as isize * step) as usize]);
-        }
-    }
-}
-
-/// One output plane of the direct path: `bias + Σ_{c,i,j} w[c,i,j] · x[c, ·, ·]`,
-/// accumulated tap by tap in `(c, i, j)` order along output rows.
-#[inline(always)]
-fn conv_plane(plane: &mut [f32], g: &ConvGeom, base: isize, w: &[f32], bias: f32) {
-    let win = g.win;
-    let ([kh, kw], [oh, ow]) = (win.kernel, win.out);
-    plane.fill(bias);
-    for c in 0..g.cg {
-        for i in 0..kh {
-            for oy in 0..oh {
-                let iy = win.coord(0, oy, i);
-                if iy < 0 || iy >= g.size[0] as isize {
-                    continue;
-                }
-                let row = &mut plane[oy * ow..(oy + 1) * ow];
-                let line = base + c as isize * g.xs[1] + iy * g.xs[2];
-                for j in 0..kw {
-                    let wv = w[(c * kh + i) * kw + j];
-                    along_tap(row, g.data, line, g.xs[3], win, j, g.size[1], |o, v| {
-                        *o += wv * v
-                    });
-                }
-            }
         }
     }
 }

@@ -17,6 +17,7 @@
 //! **Invariant:** only elements inside `a`'s view and the first `m·n` of `out` are
 //! touched; the panels' zero padding is never stored.
 
+use crate::activation::Activation;
 use crate::error::KernelError;
 use crate::view::View;
 
@@ -177,6 +178,26 @@ pub enum Bias<'a> {
     PerColumn(&'a [f32]),
 }
 
+/// What the last pass applies to each product element while its tile is in
+/// registers: `out = act(alpha · Σ + bias)`, each step rounded (or, for the
+/// activation, computed exactly) as the separate op would.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Epilogue<'a> {
+    /// added after the scaling
+    pub bias: Bias<'a>,
+    /// applied last
+    pub activation: Option<Activation>,
+}
+
+impl Epilogue<'_> {
+    /// The finished value of element `[i, j]` from its scaled sum `v`.
+    #[inline(always)]
+    fn finish(&self, i: usize, j: usize, v: f32) -> f32 {
+        let v = self.bias.at(i, j).map_or(v, |b| v + b);
+        self.activation.map_or(v, |act| act.apply(v))
+    }
+}
+
 impl Bias<'_> {
     /// The bias of output element `[i, j]`.
     #[inline(always)]
@@ -207,17 +228,19 @@ pub fn matmul_packed_ref(
     b: PackedRef,
     alpha: f32,
 ) -> Result<(), KernelError> {
-    matmul_packed_bias(out, a, b, alpha, Bias::None)
+    matmul_packed_epilogue(out, a, b, alpha, Epilogue::default())
 }
 
-/// `out[..m·n] = alpha · a @ b + bias` (see [`Bias`]), panels in a caller's buffer.
-pub fn matmul_packed_bias(
+/// `out[..m·n] = act(alpha · a @ b + bias)` (see [`Epilogue`]), panels in a
+/// caller's buffer.
+pub fn matmul_packed_epilogue(
     out: &mut [f32],
     a: &View<f32>,
     b: PackedRef,
     alpha: f32,
-    bias: Bias,
+    epilogue: Epilogue,
 ) -> Result<(), KernelError> {
+    let bias = epilogue.bias;
     let shape = a.shape();
     if shape.len() != 2 || shape[1] != b.k {
         return Err(KernelError::ShapeMismatch {
@@ -262,7 +285,7 @@ pub fn matmul_packed_bias(
     if k == 0 {
         for (i, row) in out[..needed].chunks_exact_mut(n).enumerate() {
             for (j, o) in row.iter_mut().enumerate() {
-                *o = bias.at(i, j).map_or(0.0, |b| 0.0 + b);
+                *o = epilogue.finish(i, j, 0.0);
             }
         }
         return Ok(());
@@ -276,7 +299,11 @@ pub fn matmul_packed_bias(
             kc,
             first: pc == 0,
             scale: (pc + kc == k).then_some(alpha).filter(|&s| s != 1.0),
-            bias: if pc + kc == k { bias } else { Bias::None },
+            epilogue: if pc + kc == k {
+                epilogue
+            } else {
+                Epilogue::default()
+            },
         };
         let panel = |p: usize| &b.panels[(p * k + pc) * NR..][..kc * NR];
         for ic in (0..m).step_by(MC) {
@@ -387,8 +414,8 @@ struct Pass<'a> {
     first: bool,
     /// the last pass scales by alpha (when alpha is not 1)
     scale: Option<f32>,
-    /// then adds the bias (the last pass only)
-    bias: Bias<'a>,
+    /// then adds the bias and applies the activation (the last pass only)
+    epilogue: Epilogue<'a>,
 }
 
 /// The output block one register tile covers.
@@ -454,10 +481,7 @@ fn portable(a: &Operand, panels: [&[f32]; 2], out: &mut [f32], pass: &Pass, tile
                 acc = x.mul_add(panel[kk * NR + j], acc);
             }
             let v = pass.scale.map_or(acc, |s| acc * s);
-            out[o] = pass
-                .bias
-                .at(tile.row + r, tile.col + j)
-                .map_or(v, |b| v + b);
+            out[o] = pass.epilogue.finish(tile.row + r, tile.col + j, v);
         }
     }
 }
@@ -503,7 +527,7 @@ mod x86 {
         rows
     }
 
-    /// Stores a tile's sums: `out[row r, col j] = sums[r][j] (· scale) (+ bias)`,
+    /// Stores a tile's sums: `out[row r, col j] = act(sums[r][j] (· scale) (+ bias))`,
     /// each step rounded as a separate op would round it. The kernels spill their
     /// accumulators to `sums` first, so they index them with constants only and
     /// they stay in registers through the k loop.
@@ -516,13 +540,16 @@ mod x86 {
                 Some(c) => dst.iter_mut().zip(src).for_each(|(d, &v)| *d = v * c),
                 None => dst.copy_from_slice(src),
             }
-            match pass.bias {
+            match pass.epilogue.bias {
                 Bias::None => {}
                 Bias::PerRow(b) => dst.iter_mut().for_each(|d| *d += b[tile.row + r]),
                 Bias::PerColumn(b) => {
                     let b = &b[tile.col..tile.col + tile.cols];
                     dst.iter_mut().zip(b).for_each(|(d, &v)| *d += v);
                 }
+            }
+            if let Some(act) = pass.epilogue.activation {
+                dst.iter_mut().for_each(|d| *d = act.apply(*d));
             }
         }
     }

@@ -1,12 +1,15 @@
 //! `conv2d` and `pool2d` against naive loops in f64: strides, pads, dilations,
-//! groups (1, 2, depthwise with 1 and 2 channels per group), 1×1 (the in-place
-//! path), batch 1 and 7, with and without bias; pools with NaN, padding and
-//! both average divisors.
+//! groups (1, 2, depthwise with 1 and 2 channels per group, the direct path at
+//! many plane sizes), 1×1 (the in-place path), batch 1 and 7, with and without
+//! bias, each with fused activations (bit-identical to the activation after the
+//! conv); pools with NaN, padding and both average divisors. Run at every
+//! `SHAPEJIT_CPU` level.
 
 mod support;
 
 use shapejit_kernels::View;
-use shapejit_kernels::conv::{Pool, Window, conv2d, conv2d_scratch_len, pool2d};
+use shapejit_kernels::activation::Activation;
+use shapejit_kernels::conv::{ConvParams, Pool, Window, conv2d, conv2d_scratch_len, pool2d};
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
     support::data(n, seed, -1.0, 1.0)
@@ -68,9 +71,34 @@ fn check_conv(case: &Case) {
     let b = data(c_out, 3);
     let bias = case.bias.then_some(&b[..]);
     let mut out = vec![f32::NAN; n * c_out * oh * ow];
-    let mut col = vec![0f32; conv2d_scratch_len(cg, mg, &win)];
+    let mut col = vec![0f32; conv2d_scratch_len(cg, mg, &win, [h, w])];
     let xv = View::contiguous(&x, &[n, c_in, h, w]).unwrap();
-    conv2d(&mut out, &xv, &wt, bias, groups, &win, &mut col).unwrap();
+    let params = ConvParams {
+        w: &wt,
+        bias,
+        groups,
+        activation: None,
+    };
+    conv2d(&mut out, &xv, &params, &win, &mut col).unwrap();
+    // a fused activation is the activation of the unfused result, bit for bit
+    for act in [
+        Activation::Relu,
+        Activation::LeakyRelu(0.125),
+        Activation::Clip {
+            min: -0.25,
+            max: 0.5,
+        },
+    ] {
+        let mut fused = vec![f32::NAN; out.len()];
+        let params = ConvParams {
+            activation: Some(act),
+            ..params
+        };
+        conv2d(&mut fused, &xv, &params, &win, &mut col).unwrap();
+        let want: Vec<u32> = out.iter().map(|&v| act.apply(v).to_bits()).collect();
+        let got: Vec<u32> = fused.iter().map(|v| v.to_bits()).collect();
+        assert!(got == want, "{act:?} g{groups} k{kh}x{kw}");
+    }
     for img in 0..n {
         for m in 0..c_out {
             let grp = m / mg;
@@ -199,6 +227,50 @@ fn conv_matches_a_naive_loop() {
     }
 }
 
+/// The direct path (depthwise, 1 and 2 output channels per group) over planes
+/// of many sizes: sums of one vector to many blocks of vectors, with every
+/// tail, at strides 1 to 3, dilation 2 and uneven padding.
+#[test]
+fn depthwise_at_many_sizes() {
+    for (h, w) in [
+        (1, 1),
+        (3, 7),
+        (5, 16),
+        (7, 7),
+        (14, 14),
+        (17, 33),
+        (28, 28),
+        (40, 9),
+    ] {
+        for (kernel, strides, pads, dilations) in [
+            ([3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+            ([3, 3], [2, 2], [1, 1, 1, 1], [1, 1]),
+            ([5, 3], [3, 2], [2, 0, 1, 2], [1, 1]),
+            ([3, 3], [1, 2], [2, 2, 2, 2], [2, 2]),
+        ] {
+            if h + pads[0] + pads[2] < dilations[0] * (kernel[0] - 1) + 1
+                || w + pads[1] + pads[3] < dilations[1] * (kernel[1] - 1) + 1
+            {
+                continue;
+            }
+            for c_out in [5, 10] {
+                check_conv(&Case {
+                    n: 2,
+                    c_in: 5,
+                    c_out,
+                    hw: [h, w],
+                    kernel,
+                    strides,
+                    pads,
+                    dilations,
+                    groups: 5,
+                    bias: c_out == 5,
+                });
+            }
+        }
+    }
+}
+
 #[test]
 fn conv_refuses_short_scratch() {
     let x = data(2 * 8 * 8, 1);
@@ -211,10 +283,16 @@ fn conv_refuses_short_scratch() {
         out: [8, 8],
     };
     let mut out = vec![0f32; 8 * 64];
-    let need = conv2d_scratch_len(2, 8, &win);
+    let need = conv2d_scratch_len(2, 8, &win, [8, 8]);
     let mut col = vec![0f32; need - 1];
     let xv = View::contiguous(&x, &[1, 2, 8, 8]).unwrap();
-    assert!(conv2d(&mut out, &xv, &w, None, 1, &win, &mut col).is_err());
+    let params = ConvParams {
+        w: &w,
+        bias: None,
+        groups: 1,
+        activation: None,
+    };
+    assert!(conv2d(&mut out, &xv, &params, &win, &mut col).is_err());
 }
 
 fn check_pool(hw: [usize; 2], win: Window, pool: Pool, nan_at: Option<usize>) {

@@ -5,7 +5,8 @@
 //! Shapes cover every register-block height (1..=20 rows, MC blocks), panel edges
 //! (n not a multiple of 16), several k passes (k > 256), transposed and strided views.
 
-use shapejit_kernels::packed::{Bias, PackedB, matmul_packed, matmul_packed_bias};
+use shapejit_kernels::activation::Activation;
+use shapejit_kernels::packed::{Bias, Epilogue, PackedB, matmul_packed, matmul_packed_epilogue};
 use shapejit_kernels::{KernelError, StridedShape, View};
 
 fn values(n: usize, seed: usize) -> Vec<f32> {
@@ -109,9 +110,10 @@ fn zero_sizes_and_bad_shapes() {
     assert!(PackedB::pack(&rank3).is_err());
 }
 
-/// `alpha · a @ b + bias` through the kernel's epilogue is bit-identical to the
-/// product followed by a separate add (row or column bias), at every block
-/// height, panel edge and k pass count; a bias of the wrong length is an error.
+/// `act(alpha · a @ b + bias)` through the kernel's epilogue is bit-identical to
+/// the product followed by a separate add (row or column bias) and activation, at
+/// every block height, panel edge and k pass count; a bias of the wrong length is
+/// an error.
 #[test]
 fn bias_epilogue_rounds_as_a_separate_add() {
     for (m, k, n) in [
@@ -133,28 +135,41 @@ fn bias_epilogue_rounds_as_a_separate_add() {
                 (Bias::PerRow(&rows), (|i, _| i) as fn(usize, usize) -> usize),
                 (Bias::PerColumn(&cols), |_, j| j),
             ] {
-                let mut fused = vec![f32::NAN; m * n];
-                matmul_packed_bias(&mut fused, &a, packed.borrowed(), alpha, bias).unwrap();
-                let values = match bias {
-                    Bias::PerRow(v) | Bias::PerColumn(v) => v,
-                    Bias::None => unreachable!(),
-                };
-                for i in 0..m {
-                    for j in 0..n {
-                        let want = plain[i * n + j] + values[pick(i, j)];
-                        let got = fused[i * n + j];
-                        assert_eq!(
-                            got.to_bits(),
-                            want.to_bits(),
-                            "{m}x{k}x{n} [{i},{j}] {bias:?}"
-                        );
+                for activation in [
+                    None,
+                    Some(Activation::Relu),
+                    Some(Activation::LeakyRelu(0.5)),
+                ] {
+                    let mut fused = vec![f32::NAN; m * n];
+                    let epilogue = Epilogue { bias, activation };
+                    matmul_packed_epilogue(&mut fused, &a, packed.borrowed(), alpha, epilogue)
+                        .unwrap();
+                    let values = match bias {
+                        Bias::PerRow(v) | Bias::PerColumn(v) => v,
+                        Bias::None => unreachable!(),
+                    };
+                    for i in 0..m {
+                        for j in 0..n {
+                            let sum = plain[i * n + j] + values[pick(i, j)];
+                            let want = activation.map_or(sum, |act| act.apply(sum));
+                            let got = fused[i * n + j];
+                            assert_eq!(
+                                got.to_bits(),
+                                want.to_bits(),
+                                "{m}x{k}x{n} [{i},{j}] {bias:?} {activation:?}"
+                            );
+                        }
                     }
                 }
             }
         }
         let mut out = vec![0f32; m * n];
         let short = values(m + 1, 7);
-        let err = matmul_packed_bias(&mut out, &a, packed.borrowed(), 1.0, Bias::PerRow(&short));
+        let epilogue = Epilogue {
+            bias: Bias::PerRow(&short),
+            activation: None,
+        };
+        let err = matmul_packed_epilogue(&mut out, &a, packed.borrowed(), 1.0, epilogue);
         assert!(matches!(err, Err(KernelError::ShapeMismatch { .. })));
     }
 }

@@ -4,7 +4,7 @@
 
 mod ops_support;
 use ops_support::*;
-use shapejit_ir::{Op, Window2d};
+use shapejit_ir::{Activation, Op, Window2d};
 use shapejit_vm::ops::OpError;
 
 /// op.rs: conv2d 1e-5 relative (to Σ|w·x| as for matmul).
@@ -72,7 +72,11 @@ fn conv2d_matches_naive_loops() {
             pads,
             dilations: dil,
         };
-        let op = Op::Conv2d { window, groups };
+        let op = Op::Conv2d {
+            window: window.clone(),
+            groups,
+            activation: None,
+        };
         let with_bias = case % 2 == 0;
         let inputs: Vec<&Host> = if with_bias {
             vec![&x, &wt, &b]
@@ -120,6 +124,35 @@ fn conv2d_matches_naive_loops() {
                 }
             }
         }
+        fused_activations_match_the_ops(&op, &inputs, &out[0], case);
+    }
+}
+
+/// `conv2d {activation = a}` is bit-identical to the unary op `a` after the
+/// unfused conv (`plain`), for relu, leaky relu and clip, NaN included.
+fn fused_activations_match_the_ops(op: &Op, inputs: &[&Host], plain: &Out, case: usize) {
+    let Op::Conv2d { window, groups, .. } = op else {
+        unreachable!()
+    };
+    let conv_out: Vec<f32> = plain.vals.iter().map(|&v| v as f32).collect();
+    let conv_out = Host::from_vals(&conv_out, &plain.ty.shape);
+    for act in [
+        Activation::Relu,
+        Activation::LeakyRelu { alpha: 0.1 },
+        Activation::Clip {
+            min: -0.5,
+            max: 0.5,
+        },
+    ] {
+        let fused = Op::Conv2d {
+            window: window.clone(),
+            groups: *groups,
+            activation: Some(act),
+        };
+        let got = run(&fused, inputs).unwrap();
+        let want = run(&Op::Unary(act.as_unary()), &[&conv_out]).unwrap();
+        let bits = |o: &Out| -> Vec<u32> { o.vals.iter().map(|&v| (v as f32).to_bits()).collect() };
+        assert_eq!(bits(&got[0]), bits(&want[0]), "case {case}: {act:?}");
     }
 }
 
@@ -450,6 +483,7 @@ fn conv_and_pool_errors() {
         &Op::Conv2d {
             window: window.clone(),
             groups: 1,
+            activation: None,
         },
         &[&x, &w],
     )
@@ -461,7 +495,8 @@ fn conv_and_pool_errors() {
         run(
             &Op::Conv2d {
                 window: window.clone(),
-                groups: 2
+                groups: 2,
+                activation: None,
             },
             &[&x, &w]
         ),

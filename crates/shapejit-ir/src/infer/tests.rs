@@ -603,6 +603,7 @@ fn conv_and_pools() {
     let conv = Op::Conv2d {
         window: win(3, 1, 1),
         groups: 1,
+        activation: None,
     };
     let x = f32s(shape!["n", 3, 32, 32]);
     assert_eq!(
@@ -615,6 +616,7 @@ fn conv_and_pools() {
     let strided = Op::Conv2d {
         window: win(3, 2, 0),
         groups: 1,
+        activation: None,
     };
     assert_eq!(
         one_shape(strided.clone(), &[x.clone(), f32s(shape![8, 3, 3, 3])]),
@@ -630,6 +632,7 @@ fn conv_and_pools() {
     let grouped = Op::Conv2d {
         window: win(1, 1, 0),
         groups: 2,
+        activation: None,
     };
     assert_eq!(
         one_shape(
@@ -648,6 +651,7 @@ fn conv_and_pools() {
     let same = Op::Conv2d {
         window: win(3, 1, 1),
         groups: 1,
+        activation: None,
     };
     assert_eq!(
         one_shape(

@@ -7,7 +7,7 @@
 
 use crate::dtype::DType;
 use crate::graph::{Graph, ValueType};
-use crate::op::{BinaryOp, MathFn, Op, ReduceOp, ScatterReduction, UnaryOp, Window2d};
+use crate::op::{Activation, BinaryOp, MathFn, Op, ReduceOp, ScatterReduction, UnaryOp, Window2d};
 use crate::tensor::Tensor;
 
 /// An attribute value as written in `.sjir`.
@@ -158,9 +158,16 @@ pub(super) fn attrs_of(op: &Op) -> Vec<(&'static str, AttrValue)> {
             v
         }
         Op::ConstantOfShape { value } => vec![("value", AttrValue::Tensor(value.clone()))],
-        Op::Conv2d { window, groups } => {
+        Op::Conv2d {
+            window,
+            groups,
+            activation,
+        } => {
             let mut v = window_attrs(window);
             v.push(("groups", Int(*groups as i64)));
+            let act = activation.map(Activation::as_unary);
+            v.push(("activation", Word(act.map_or("none", UnaryOp::name).into())));
+            v.extend(act.map_or_else(Vec::new, |u| attrs_of(&Op::Unary(u))));
             v
         }
         Op::ConvTranspose2d {
@@ -393,6 +400,55 @@ impl Attrs {
         }
     }
 
+    /// `u` with its attributes read (defaults: `u`'s own).
+    fn unary(&mut self, u: UnaryOp) -> AResult<UnaryOp> {
+        Ok(match u {
+            UnaryOp::LeakyRelu { alpha } => UnaryOp::LeakyRelu {
+                alpha: self.float("alpha", Some(alpha))?,
+            },
+            UnaryOp::Elu { alpha } => UnaryOp::Elu {
+                alpha: self.float("alpha", Some(alpha))?,
+            },
+            UnaryOp::Gelu { .. } => match self.word("approximate", Some("none"))? {
+                (_, w) if w == "none" => UnaryOp::Gelu { tanh_approx: false },
+                (_, w) if w == "tanh" => UnaryOp::Gelu { tanh_approx: true },
+                (i, w) => {
+                    return Err(AttrError {
+                        index: i,
+                        message: format!(
+                            "attribute 'approximate': expected none or tanh, found {w}"
+                        ),
+                    });
+                }
+            },
+            UnaryOp::Clip { min, max } => UnaryOp::Clip {
+                min: self.float("min", Some(min))?,
+                max: self.float("max", Some(max))?,
+            },
+            other => other,
+        })
+    }
+
+    /// A conv's `activation` word and that unary op's attributes (default none).
+    fn activation(&mut self) -> AResult<Option<Activation>> {
+        let (i, w) = self.word("activation", Some("none"))?;
+        if w == "none" {
+            return Ok(None);
+        }
+        let fusable = UNARY
+            .into_iter()
+            .find(|u| u.name() == w && Activation::from_unary(*u).is_some());
+        match fusable {
+            Some(u) => Ok(Activation::from_unary(self.unary(u)?)),
+            None => Err(AttrError {
+                index: i,
+                message: format!(
+                    "attribute 'activation': expected none, relu, leaky_relu or clip, found {w}"
+                ),
+            }),
+        }
+    }
+
     fn window(&mut self, kernel_default: Option<[usize; 2]>) -> AResult<Window2d> {
         Ok(Window2d {
             kernel: self.usizes("kernel", kernel_default)?,
@@ -423,31 +479,7 @@ pub(super) fn op_from(
 ) -> Result<Op, AttrError> {
     let math = MathFn::ALL.map(UnaryOp::Math);
     let op = if let Some(u) = UNARY.iter().chain(&math).find(|u| u.name() == name) {
-        Op::Unary(match u {
-            UnaryOp::LeakyRelu { alpha } => UnaryOp::LeakyRelu {
-                alpha: a.float("alpha", Some(*alpha))?,
-            },
-            UnaryOp::Elu { alpha } => UnaryOp::Elu {
-                alpha: a.float("alpha", Some(*alpha))?,
-            },
-            UnaryOp::Gelu { .. } => match a.word("approximate", Some("none"))? {
-                (_, w) if w == "none" => UnaryOp::Gelu { tanh_approx: false },
-                (_, w) if w == "tanh" => UnaryOp::Gelu { tanh_approx: true },
-                (i, w) => {
-                    return Err(AttrError {
-                        index: i,
-                        message: format!(
-                            "attribute 'approximate': expected none or tanh, found {w}"
-                        ),
-                    });
-                }
-            },
-            UnaryOp::Clip { min, max } => UnaryOp::Clip {
-                min: a.float("min", Some(*min))?,
-                max: a.float("max", Some(*max))?,
-            },
-            other => *other,
-        })
+        Op::Unary(a.unary(*u)?)
     } else if let Some(b) = BinaryOp::ALL.iter().find(|b| b.name() == name) {
         Op::Binary(*b)
     } else if let Some(r) = REDUCE.iter().find(|r| r.dyn_name() == name) {
@@ -565,6 +597,7 @@ pub(super) fn op_from(
             "conv2d" => Op::Conv2d {
                 window: a.window(weight_kernel(inputs))?,
                 groups: a.usize("groups", Some(1))?,
+                activation: a.activation()?,
             },
             "conv_transpose2d" => Op::ConvTranspose2d {
                 window: a.window(weight_kernel(inputs))?,

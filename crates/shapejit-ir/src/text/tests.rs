@@ -6,7 +6,7 @@ use crate::builder_ops::{BatchNormParams, ConvAttrs, GemmAttrs};
 use crate::dtype::DType;
 use crate::error::IrError;
 use crate::graph::Graph;
-use crate::op::{BinaryOp, ReduceOp, Window2d};
+use crate::op::{Activation, BinaryOp, Op, ReduceOp, Window2d};
 use crate::tensor::Tensor;
 use crate::{GraphBuilder, shape, verify};
 
@@ -66,6 +66,24 @@ fn every_op() -> Graph {
             },
         )
         .unwrap();
+    for activation in [
+        Activation::Relu,
+        Activation::LeakyRelu { alpha: 0.25 },
+        Activation::Clip { min: 0.0, max: 6.0 },
+    ] {
+        let window = Window2d {
+            kernel: [3, 3],
+            strides: [1, 1],
+            pads: [1; 4],
+            dilations: [1, 1],
+        };
+        let fused = Op::Conv2d {
+            window,
+            groups: 1,
+            activation: Some(activation),
+        };
+        b.op(fused, &[x, w]).unwrap();
+    }
     let win = Window2d {
         kernel: [2, 2],
         strides: [2, 2],
@@ -227,6 +245,15 @@ fn every_op_round_trips_and_verifies() {
         "{text}"
     );
     assert!(text.contains("{approximate = tanh}"), "{text}");
+    assert!(text.contains("groups = 1, activation = none}"), "{text}");
+    assert!(
+        text.contains("activation = leaky_relu, alpha = 0.25}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("activation = clip, min = 0.0, max = 6.0}"),
+        "{text}"
+    );
     assert!(text.contains("{min = -inf, max = 6.0}"), "{text}");
     assert!(
         text.contains("{pads = [0, 1, 0, 0, 1, 0], value = -0.0}"),

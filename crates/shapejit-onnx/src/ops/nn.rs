@@ -484,6 +484,7 @@ pub fn conv(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let op = Op::Conv2d {
         window: geo.window(),
         groups,
+        activation: None,
     };
     if n == 3 {
         // the bias joins the first depth tap only

@@ -15,9 +15,9 @@ use super::util::{
 };
 use super::{OpError, OutType, Scratch};
 use crate::tensor::{TensorMut, TensorRef};
-use shapejit_ir::{DType, Op, Window2d};
+use shapejit_ir::{Activation, DType, Op, Window2d};
 use shapejit_kernels::conv::{
-    Pool, Window, conv_transpose2d as kconv_transpose, conv_transpose2d_scratch_len,
+    ConvParams, Pool, Window, conv_transpose2d as kconv_transpose, conv_transpose2d_scratch_len,
     conv2d as kconv, conv2d_scratch_len, pool2d,
 };
 use shapejit_kernels::view::View;
@@ -247,6 +247,7 @@ pub(crate) fn conv2d(
     op: &Op,
     window: &Window2d,
     groups: usize,
+    activation: Option<Activation>,
     inputs: &[TensorRef],
     out: &mut TensorMut,
     scratch: &mut Scratch,
@@ -262,7 +263,7 @@ pub(crate) fn conv2d(
     let [col, wbuf, bbuf] = scratch.f32_bufs(
         op,
         [
-            conv2d_scratch_len(c_in_g, c_out_g, &win),
+            conv2d_scratch_len(c_in_g, c_out_g, &win, [x.shape()[2], x.shape()[3]]),
             copy_len(&w),
             b_len,
         ],
@@ -273,7 +274,13 @@ pub(crate) fn conv2d(
         None => None,
     };
     let dst = out_f32(op, out)?;
-    kconv(dst, &x, w_elems, bias, groups, &win, col).map_err(kernel_err(op))
+    let conv = ConvParams {
+        w: w_elems,
+        bias,
+        groups,
+        activation: activation.map(super::elementwise::activation),
+    };
+    kconv(dst, &x, &conv, &win, col).map_err(kernel_err(op))
 }
 
 pub(crate) fn conv_transpose2d(

@@ -16,7 +16,8 @@ use super::util::{
 };
 use super::{OpError, OutType};
 use crate::tensor::{Dims, TensorMut, TensorRef};
-use shapejit_ir::{BinaryOp, DType, Element, Num, Op, Scalar, UnaryOp};
+use shapejit_ir::{Activation, BinaryOp, DType, Element, Num, Op, Scalar, UnaryOp};
+use shapejit_kernels::activation::Activation as KernelActivation;
 use shapejit_kernels::elementwise as ew;
 use shapejit_kernels::{Unary, View, math};
 
@@ -127,6 +128,26 @@ fn map2<A: Element, O: Element>(
     ew::binary(&mut o, &a, &b, f).map_err(kernel_err(op))
 }
 
+/// The kernels' formula for activation `a`: the standalone ops and the
+/// convolution's fused epilogue compute it with the same function.
+pub(super) fn activation(a: Activation) -> KernelActivation {
+    match a {
+        Activation::Relu => KernelActivation::Relu,
+        Activation::LeakyRelu { alpha } => KernelActivation::LeakyRelu(alpha),
+        Activation::Clip { min, max } => KernelActivation::Clip { min, max },
+    }
+}
+
+fn map_activation(
+    op: &Op,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+    a: Activation,
+) -> Result<(), OpError> {
+    let act = activation(a);
+    map1(op, inputs, out, move |x: f32| act.apply(x))
+}
+
 /// The f32 function of a unary op (`None`: not a float op).
 fn unary_f32(
     op: &Op,
@@ -143,23 +164,19 @@ fn unary_f32(
         UnaryOp::Reciprocal => map_kernel(op, inputs, out, Unary::Reciprocal),
         UnaryOp::Tanh => map_kernel(op, inputs, out, Unary::Tanh),
         UnaryOp::Sigmoid => map_kernel(op, inputs, out, Unary::Sigmoid),
-        UnaryOp::Relu => map1(op, inputs, out, |x: f32| if x < 0.0 { 0.0 } else { x }),
-        UnaryOp::LeakyRelu { alpha } => map1(
-            op,
-            inputs,
-            out,
-            move |x: f32| if x < 0.0 { alpha * x } else { x },
-        ),
+        UnaryOp::Relu => map_activation(op, inputs, out, Activation::Relu),
+        UnaryOp::LeakyRelu { alpha } => {
+            map_activation(op, inputs, out, Activation::LeakyRelu { alpha })
+        }
+        UnaryOp::Clip { min, max } => {
+            map_activation(op, inputs, out, Activation::Clip { min, max })
+        }
         UnaryOp::Elu { alpha } => map1(op, inputs, out, move |x: f32| {
             if x < 0.0 { alpha * math::expm1(x) } else { x }
         }),
         UnaryOp::Gelu { tanh_approx: false } => map_kernel(op, inputs, out, Unary::GeluErf),
         UnaryOp::Gelu { tanh_approx: true } => map_kernel(op, inputs, out, Unary::GeluTanh),
         UnaryOp::Erf => map_kernel(op, inputs, out, Unary::Erf),
-        UnaryOp::Clip { min, max } => map1(op, inputs, out, move |x: f32| {
-            let y = if x < min { min } else { x };
-            if y > max { max } else { y }
-        }),
         UnaryOp::Math(f) => map1(op, inputs, out, move |x: f32| f.apply(x)),
         UnaryOp::Not => Err(dtype_bug(op)),
     }

@@ -261,7 +261,7 @@ pub fn output_types(op: &Op, inputs: &[TensorRef]) -> Result<OutTypes, OpError> 
         }
         Op::ConstantOfShape { value } => single(data::constant_of_shape_type(op, value, inputs)?),
         Op::Range => single(data::range_type(op, inputs)?),
-        Op::Conv2d { window, groups } => single(conv::conv_type(op, window, *groups, inputs)?),
+        Op::Conv2d { window, groups, .. } => single(conv::conv_type(op, window, *groups, inputs)?),
         Op::ConvTranspose2d {
             window,
             groups,
@@ -524,9 +524,19 @@ fn compute(
         ),
         Op::ConstantOfShape { value } => data::constant_of_shape(op, value, &mut outputs[0]),
         Op::Range => data::range(op, inputs, &mut outputs[0]),
-        Op::Conv2d { window, groups } => {
-            conv::conv2d(op, window, *groups, inputs, &mut outputs[0], scratch)
-        }
+        Op::Conv2d {
+            window,
+            groups,
+            activation,
+        } => conv::conv2d(
+            op,
+            window,
+            *groups,
+            *activation,
+            inputs,
+            &mut outputs[0],
+            scratch,
+        ),
         Op::ConvTranspose2d { window, groups, .. } => {
             conv::conv_transpose2d(op, window, *groups, inputs, &mut outputs[0], scratch)
         }

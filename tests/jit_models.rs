@@ -50,7 +50,10 @@ fn compare_tiers(model: &str) {
     let sum = |f: &dyn Fn(&shapejit::SlotStats) -> u64| stats.slots.iter().map(f).sum::<u64>();
     assert_eq!(sum(&|s| s.compile_errors), 0, "{model}");
     let hits = sum(&|s| s.kernel_hits);
-    if shapejit_jit_supported() {
+    // a model whose every elementwise op fused into its convolutions (the
+    // convnet: conv+relu) has no region left for tier 1
+    let has_regions = stats.slots.iter().any(|s| s.kind.starts_with("region"));
+    if shapejit_jit_supported() && has_regions {
         assert!(hits > 0, "{model}: no call ran on a kernel");
     }
     println!(

@@ -6,10 +6,9 @@
 //! caller-provided scratch (a 1×1, stride-1, unpadded conv packs the input as
 //! it is), and the group's weights multiply it on the packed micro-kernel
 //! ([`crate::packed`]), which adds the bias while the tile is in registers and
-//! writes the NCHW output directly; depthwise and other narrow groups
-//! accumulate each output plane directly instead. Pooling
-//! runs per output row, tap by tap, along contiguous runs (vectorized at the
-//! CPU level in use).
+//! writes the NCHW output directly; depthwise and other narrow groups, and
+//! pooling, run on phase planes of the padded input (`direct`), vectorized at
+//! the CPU level in use.
 //!
 //! **Invariant:** padded cells read as 0 for conv, never win a max pool, and
 //! count in an average only when asked to (and only inside the declared padding).
@@ -242,45 +241,6 @@ fn valid_span(win: &Window, d: usize, k: usize, size: usize) -> (usize, usize) {
     (lo.min(n_out), hi.min(n_out).max(lo.min(n_out)))
 }
 
-/// `f(&mut row[ox], x[…, ox·s + j·d − pad])` for the output positions of row
-/// `line` (its element offset; `xs3` the input's column stride) whose tap `j`
-/// lies inside the `wd` input columns: contiguous runs when the input step is 1.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn along_tap(
-    row: &mut [f32],
-    data: &[f32],
-    line: isize,
-    xs3: isize,
-    win: &Window,
-    j: usize,
-    wd: usize,
-    f: impl Fn(&mut f32, f32),
-) {
-    let (lo, hi) = valid_span(win, 1, j, wd);
-    if lo == hi {
-        return;
-    }
-    let step = win.strides[1] as isize * xs3;
-    let start = line + win.coord(1, lo, j) * xs3;
-    let dst = &mut row[lo..hi];
-    if step == 1 {
-        let src = &data[start as usize..start as usize + dst.len()];
-        for (o, &v) in dst.iter_mut().zip(src) {
-            f(o, v);
-        }
-    } else if step > 1 {
-        let src = &data[start as usize..][..(dst.len() - 1) * step as usize + 1];
-        for (o, &v) in dst.iter_mut().zip(src.iter().step_by(step as usize)) {
-            f(o, v);
-        }
-    } else {
-        for (t, o) in dst.iter_mut().enumerate() {
-            f(o, data[(start + t as isize * step) as usize]);
-        }
-    }
-}
-
 /// Unrolls the patches of one image's channel group into packed panels
 /// (`[Cg·kH·kW, OH·OW]` in [`PackedRef`]'s layout: row `r`, output position `q`
 /// at `((q / NR)·k + r)·NR + q % NR`); padded cells and the last panel's
@@ -492,13 +452,27 @@ pub enum Pool {
     },
 }
 
-/// Pools `x` (`[N, C, H, W]`, any layout) into contiguous `out` (`[N, C, OH, OW]`).
+/// Scratch elements [`pool2d`] needs on an `input` (H, W) image: one
+/// channel's phase planes.
+pub fn pool2d_scratch_len(win: &Window, input: [usize; 2]) -> usize {
+    direct::Planes::new(win, input).scratch_len(1)
+}
+
+/// Pools `x` (`[N, C, H, W]`, any layout) into contiguous `out` (`[N, C, OH, OW]`);
+/// `scratch` holds at least [`pool2d_scratch_len`] elements.
 ///
-/// Per output row, each kernel tap updates the row's valid span at once (taps
-/// in `(i, j)` order, as a per-element loop would take them), so the row loops
-/// vectorize; the average's divisor is per position (its valid rows times its
-/// valid columns).
-pub fn pool2d(out: &mut [f32], x: &View<f32>, win: &Window, pool: Pool) -> Result<(), KernelError> {
+/// Each channel is rearranged into the phase planes of its padded input (padding
+/// −∞ for max, 0 for the average's sum) and reduced over the taps in `(i, j)`
+/// order a vector of output positions at a time (`direct`); the average's
+/// divisor is per position (its valid rows times its valid columns). Results
+/// equal the per-element definition exactly, at every CPU level.
+pub fn pool2d(
+    out: &mut [f32],
+    x: &View<f32>,
+    win: &Window,
+    pool: Pool,
+    scratch: &mut [f32],
+) -> Result<(), KernelError> {
     let [n, c, h, wd] = dims4("pool input", x.shape())?;
     let [oh, ow] = win.out;
     if out.len() != n * c * oh * ow {
@@ -511,90 +485,62 @@ pub fn pool2d(out: &mut [f32], x: &View<f32>, win: &Window, pool: Pool) -> Resul
     if out.is_empty() {
         return Ok(());
     }
-    let xs = x.geom().strides();
-    let data = x.data();
-    let offset = x.geom().offset() as isize;
-    dispatch(|| {
-        for (r, row) in out.chunks_exact_mut(ow).enumerate() {
-            let (plane, oy) = (r / oh, r % oh);
-            let (img, ch) = (plane / c, plane % c);
-            let base = offset + img as isize * xs[0] + ch as isize * xs[1];
-            pool_row(row, data, base, xs, [h, wd], oy, win, pool);
-        }
-    });
-    Ok(())
-}
-
-/// One output row `oy` of one plane (see [`pool2d`]).
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn pool_row(
-    row: &mut [f32],
-    data: &[f32],
-    base: isize,
-    xs: &[isize],
-    [h, wd]: [usize; 2],
-    oy: usize,
-    win: &Window,
-    pool: Pool,
-) {
-    let [kh, kw] = win.kernel;
-    row.fill(if pool == Pool::Max {
-        f32::NEG_INFINITY
-    } else {
-        0.0
-    });
-    // non-overlapping windows that start at column 0 and stay inside the row
-    let tiles_row = win.strides[1] == kw
-        && win.dilations[1] == 1
-        && win.pads[1] == 0
-        && xs[3] == 1
-        && row.len() * kw <= wd;
-    // rows of the window inside the input, and inside the declared padding
-    let (mut rows_in, mut rows_padded) = (0usize, 0usize);
-    for i in 0..kh {
-        let iy = win.coord(0, oy, i);
-        if iy < (h + win.pads[2]) as isize {
-            rows_padded += 1;
-        }
-        if iy < 0 || iy >= h as isize {
-            continue;
-        }
-        rows_in += 1;
-        let line = base + iy * xs[2];
-        if tiles_row {
-            // windows side by side along a contiguous row: each output reads its own
-            // `kw` inputs, taps in the same order as below
-            let src = &data[line as usize..][..row.len() * kw];
-            for (o, taps) in row.iter_mut().zip(src.chunks_exact(kw)) {
-                for &v in taps {
-                    match pool {
-                        Pool::Max => *o = if v > *o || v.is_nan() { v } else { *o },
-                        Pool::Avg { .. } => *o += v,
-                    }
-                }
-            }
-            continue;
-        }
-        for j in 0..kw {
-            match pool {
-                Pool::Max => along_tap(row, data, line, xs[3], win, j, wd, |o, v| {
-                    *o = if v > *o || v.is_nan() { v } else { *o }
-                }),
-                Pool::Avg { .. } => along_tap(row, data, line, xs[3], win, j, wd, |o, v| *o += v),
+    let need = pool2d_scratch_len(win, [h, wd]);
+    if scratch.len() < need {
+        return Err(KernelError::Invalid(format!(
+            "pool scratch of {} elements, need {need}",
+            scratch.len()
+        )));
+    }
+    let planes = direct::Planes::new(win, [h, wd]);
+    let reduce = match pool {
+        Pool::Max => direct::Reduce::Max,
+        Pool::Avg { .. } => direct::Reduce::Sum,
+    };
+    let g = ConvGeom {
+        data: x.data(),
+        offset: x.geom().offset() as isize,
+        xs: x.geom().strides(),
+        size: [h, wd],
+        cg: 1,
+        win,
+    };
+    for (idx, plane) in out.chunks_exact_mut(oh * ow).enumerate() {
+        let (img, ch) = (idx / c, idx % c);
+        let base = g.offset + img as isize * g.xs[0] + ch as isize * g.xs[1];
+        direct::pool_plane(plane, &g, base, &planes, scratch, reduce);
+        if let Pool::Avg { count_include_pad } = pool {
+            for (oy, row) in plane.chunks_exact_mut(ow).enumerate() {
+                average_row(row, oy, [h, wd], win, count_include_pad);
             }
         }
     }
-    if let Pool::Avg { count_include_pad } = pool {
-        let pw = (wd + win.pads[3]) as isize;
-        for (ox, o) in row.iter_mut().enumerate() {
-            let cols = (0..kw).map(|j| win.coord(1, ox, j));
-            let count = if count_include_pad {
-                rows_padded * cols.filter(|&ix| ix < pw).count()
-            } else {
-                rows_in * cols.filter(|&ix| ix >= 0 && ix < wd as isize).count()
-            };
-            *o /= count as f32;
-        }
+    Ok(())
+}
+
+/// Divides the sums of output row `oy` by each position's cell count: the
+/// window's cells inside the input, or with `count_include_pad` inside the
+/// declared padding too (never past the end padding, where a ceil-mode window
+/// may reach).
+fn average_row(
+    row: &mut [f32],
+    oy: usize,
+    [h, wd]: [usize; 2],
+    win: &Window,
+    count_include_pad: bool,
+) {
+    let [kh, kw] = win.kernel;
+    let iys = (0..kh).map(|i| win.coord(0, oy, i));
+    let rows_in = iys.clone().filter(|&iy| iy >= 0 && iy < h as isize).count();
+    let rows_padded = iys.filter(|&iy| iy < (h + win.pads[2]) as isize).count();
+    let pw = (wd + win.pads[3]) as isize;
+    for (ox, o) in row.iter_mut().enumerate() {
+        let cols = (0..kw).map(|j| win.coord(1, ox, j));
+        let count = if count_include_pad {
+            rows_padded * cols.filter(|&ix| ix < pw).count()
+        } else {
+            rows_in * cols.filter(|&ix| ix >= 0 && ix < wd as isize).count()
+        };
+        *o /= count as f32;
     }
 }

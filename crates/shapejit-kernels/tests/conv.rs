@@ -9,7 +9,9 @@ mod support;
 
 use shapejit_kernels::View;
 use shapejit_kernels::activation::Activation;
-use shapejit_kernels::conv::{ConvParams, Pool, Window, conv2d, conv2d_scratch_len, pool2d};
+use shapejit_kernels::conv::{
+    ConvParams, Pool, Window, conv2d, conv2d_scratch_len, pool2d, pool2d_scratch_len,
+};
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
     support::data(n, seed, -1.0, 1.0)
@@ -304,11 +306,13 @@ fn check_pool(hw: [usize; 2], win: Window, pool: Pool, nan_at: Option<usize>) {
     }
     let [oh, ow] = win.out;
     let mut out = vec![0f32; n * c * oh * ow];
+    let mut scratch = vec![0f32; pool2d_scratch_len(&win, [h, w])];
     pool2d(
         &mut out,
         &View::contiguous(&x, &[n, c, h, w]).unwrap(),
         &win,
         pool,
+        &mut scratch,
     )
     .unwrap();
     for plane in 0..n * c {
@@ -352,9 +356,27 @@ fn check_pool(hw: [usize; 2], win: Window, pool: Pool, nan_at: Option<usize>) {
     }
 }
 
+/// Output size of a ceil-mode pool (a last window starting past the input and
+/// its begin padding is dropped).
+fn ceil_out_size(size: usize, k: usize, s: usize, pads: (usize, usize), d: usize) -> usize {
+    let n = (size + pads.0 + pads.1 - d * (k - 1) - 1).div_ceil(s) + 1;
+    if (n - 1) * s >= size + pads.0 {
+        n - 1
+    } else {
+        n
+    }
+}
+
 #[test]
 fn pools_match_a_naive_loop() {
-    let hw = [9, 10];
+    for hw in [[9, 10], [3, 3], [7, 7], [14, 15], [33, 17]] {
+        for ceil in [false, true] {
+            pools_at(hw, ceil);
+        }
+    }
+}
+
+fn pools_at(hw: [usize; 2], ceil: bool) {
     for (kernel, strides, pads, dilations) in [
         ([2, 2], [2, 2], [0; 4], [1, 1]),
         // side-by-side windows that leave the last input column unread
@@ -363,8 +385,9 @@ fn pools_match_a_naive_loop() {
         ([3, 2], [2, 1], [1, 0, 2, 1], [1, 2]),
         ([1, 1], [1, 1], [0; 4], [1, 1]),
     ] {
+        let size = if ceil { ceil_out_size } else { out_size };
         let out = [0, 1].map(|d| {
-            out_size(
+            size(
                 hw[d],
                 kernel[d],
                 strides[d],

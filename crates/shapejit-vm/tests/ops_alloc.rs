@@ -1,11 +1,12 @@
 //! After warm-up, `execute` makes no heap allocation (counting allocator), for
-//! every op family the reference transformer runs. The one exception is inside
+//! every op family the reference transformer runs and the convolutions' and
+//! pools' paths. The one exception is inside
 //! the `gemm` crate, which allocates its packing buffers per call: that is
 //! asserted here too, so a change in either direction is noticed.
 
 mod ops_support;
 use ops_support::*;
-use shapejit_ir::{BinaryOp, Op, ReduceOp, UnaryOp};
+use shapejit_ir::{Activation, BinaryOp, Op, ReduceOp, UnaryOp, Window2d};
 use shapejit_vm::ops::{self, Scratch};
 use shapejit_vm::tensor::TensorRef;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -94,6 +95,45 @@ fn steady_state_execute_does_not_allocate() {
         (Op::Concat { axis: 1 }, vec![&x, &xc]),
         (Op::Gather { axis: 0 }, vec![&table, &idx]),
     ];
+    let img = Host::f32(&mut rng, &[2, 8, 9, 9], Kind::Strided);
+    let w_dense = Host::f32(&mut rng, &[16, 8, 3, 3], Kind::Contiguous);
+    let w_depthwise = Host::f32(&mut rng, &[8, 1, 3, 3], Kind::Contiguous);
+    let w_1x1 = Host::f32(&mut rng, &[16, 8, 1, 1], Kind::Contiguous);
+    let b16 = Host::f32(&mut rng, &[16], Kind::Contiguous);
+    let b8 = Host::f32(&mut rng, &[8], Kind::Contiguous);
+    let window = |k: usize, s: usize, p: usize| Window2d {
+        kernel: [k, k],
+        strides: [s, s],
+        pads: [p; 4],
+        dilations: [1, 1],
+    };
+    let conv = |win: Window2d, groups: usize| Op::Conv2d {
+        window: win,
+        groups,
+        activation: Some(Activation::Relu),
+    };
+    let cases_nchw: Vec<(Op, Vec<&Host>)> = vec![
+        // im2col + packed kernel, the 1×1 in-place path, the direct path
+        (conv(window(3, 1, 1), 1), vec![&img, &w_dense, &b16]),
+        (conv(window(1, 1, 0), 1), vec![&img, &w_1x1]),
+        (conv(window(3, 2, 1), 8), vec![&img, &w_depthwise, &b8]),
+        (
+            Op::MaxPool2d {
+                window: window(3, 2, 1),
+                ceil_mode: true,
+            },
+            vec![&img],
+        ),
+        (
+            Op::AvgPool2d {
+                window: window(3, 2, 1),
+                ceil_mode: false,
+                count_include_pad: false,
+            },
+            vec![&img],
+        ),
+    ];
+    let cases: Vec<(Op, Vec<&Host>)> = cases.into_iter().chain(cases_nchw).collect();
     for (op, inputs) in &cases {
         assert_eq!(steady_allocs(op, inputs), 0, "{} allocates", op.name());
     }

@@ -1,5 +1,6 @@
 //! The direct convolution path for groups of few output channels (depthwise
-//! convolutions above all), where a GEMM tile would mostly multiply padding.
+//! convolutions above all), where a GEMM tile would mostly multiply padding,
+//! and pooling on the same phase planes.
 //!
 //! Per image and group, the group's input channels are first rearranged into
 //! *phase planes* of the zero-padded input: for strides `sH × sW`, plane
@@ -11,7 +12,9 @@
 //! `q ∈ 0..OH·Wq` in blocks of full vectors (columns `ox ≥ OW` are computed and
 //! dropped), `acc = bias`, then one fused multiply-add per tap in `(c, i, j)`
 //! order, then the activation, and its `OW` valid columns per row are copied
-//! out.
+//! out. Pooling runs the same loop with `max` (NaN propagating, padding −∞) or
+//! a sum (padding +0, which leaves every sum unchanged: a sum starting at +0 is
+//! never −0) over the taps in `(i, j)` order, as the scalar definition does.
 //!
 //! **Invariant:** every read lies inside the planes ([`Planes::len`] covers the
 //! furthest tap of the last, padded block); padding reads as 0. Each output is
@@ -46,8 +49,15 @@ pub(super) struct Planes {
 impl Planes {
     pub(super) fn new(win: &Window, [h, wd]: [usize; 2]) -> Planes {
         let [sh, sw] = win.strides;
-        let rows = (h + win.pads[0] + win.pads[2]).div_ceil(sh);
-        let cols = (wd + win.pads[1] + win.pads[3]).div_ceil(sw);
+        // the padded input, or further where a ceil-mode pool's last window ends
+        let extent = |d: usize, size: usize| {
+            let reach = (win.out[d].max(1) - 1) * win.strides[d]
+                + (win.kernel[d] - 1) * win.dilations[d]
+                + 1;
+            (size + win.pads[d] + win.pads[d + 2]).max(reach)
+        };
+        let rows = extent(0, h).div_ceil(sh);
+        let cols = extent(1, wd).div_ceil(sw);
         let n_q = (win.out[0] * cols).next_multiple_of(MAX_LANES);
         let reach = (win.kernel[0] - 1) * win.dilations[0] / sh * cols
             + (win.kernel[1] - 1) * win.dilations[1] / sw;
@@ -74,9 +84,41 @@ impl Planes {
     }
 }
 
+/// [`fill_planes`] compiled for `level` (so its copies and strided gathers
+/// vectorize at the level's width).
+fn fill_at_level(
+    level: Level,
+    planes: &mut [f32],
+    pl: &Planes,
+    g: &ConvGeom,
+    base: isize,
+    pad: f32,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+        unsafe fn avx512(p: &mut [f32], pl: &Planes, g: &ConvGeom, base: isize, pad: f32) {
+            fill_planes(p, pl, g, base, pad)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(p: &mut [f32], pl: &Planes, g: &ConvGeom, base: isize, pad: f32) {
+            fill_planes(p, pl, g, base, pad)
+        }
+        match level.capped() {
+            // SAFETY: `capped` never exceeds the CPU's level.
+            Level::Avx512 => return unsafe { avx512(planes, pl, g, base, pad) },
+            // SAFETY: as above.
+            Level::Avx2 => return unsafe { avx2(planes, pl, g, base, pad) },
+            Level::Scalar => {}
+        }
+    }
+    fill_planes(planes, pl, g, base, pad)
+}
+
 /// Writes the phase planes of the group at `base` (its first channel's offset
-/// in `g.data`) into `planes[..cg · sH · sW · len]`, zeros in the padding.
-fn fill_planes(planes: &mut [f32], pl: &Planes, g: &ConvGeom, base: isize) {
+/// in `g.data`) into `planes[..cg · sH · sW · len]`, `pad` in the padding.
+#[inline(always)]
+fn fill_planes(planes: &mut [f32], pl: &Planes, g: &ConvGeom, base: isize, pad: f32) {
     let win = g.win;
     let [h, wd] = g.size;
     let [sh, sw] = pl.strides;
@@ -86,7 +128,7 @@ fn fill_planes(planes: &mut [f32], pl: &Planes, g: &ConvGeom, base: isize) {
             for rw in 0..sw {
                 let start = pl.plane(c, rh, rw);
                 let plane = &mut planes[start..start + pl.len];
-                plane.fill(0.0);
+                plane.fill(pad);
                 // columns x' of this phase whose input column x'·sW + rW − padL is inside
                 let first = (pleft - rw as isize).max(0) as usize;
                 let lo = first.div_ceil(sw);
@@ -107,6 +149,12 @@ fn fill_planes(planes: &mut [f32], pl: &Planes, g: &ConvGeom, base: isize) {
                     let at = line + ix0 * g.xs[3];
                     if step == 1 {
                         dst.copy_from_slice(&g.data[at as usize..at as usize + dst.len()]);
+                    } else if step > 1 {
+                        let step = step as usize;
+                        let src = &g.data[at as usize..][..(dst.len() - 1) * step + 1];
+                        for (d, &v) in dst.iter_mut().zip(src.iter().step_by(step)) {
+                            *d = v;
+                        }
                     } else {
                         for (t, d) in dst.iter_mut().enumerate() {
                             *d = g.data[(at + t as isize * step) as usize];
@@ -138,7 +186,7 @@ pub(super) fn conv_group<'a>(
     channel: impl Fn(usize) -> Channel<'a>,
 ) {
     let (planes, sums) = scratch.split_at_mut(pl.scratch_len(g.cg) - pl.n_q);
-    fill_planes(planes, pl, g, base);
+    fill_at_level(cpu::level(), planes, pl, g, base, 0.0);
     let sums = &mut sums[..pl.n_q];
     let [oh, ow] = g.win.out;
     for (m, plane) in out.chunks_exact_mut(oh * ow).enumerate() {
@@ -279,5 +327,117 @@ unsafe fn block<S: Simd, const V: usize>(
         };
         // SAFETY: q + V·lanes ≤ n_q ≤ sums.len().
         unsafe { s.store(dst.add(q + v * lanes), a) };
+    }
+}
+
+/// Which reduction [`pool_plane`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reduce {
+    /// maximum, NaN propagating
+    Max,
+    /// sum (the caller divides)
+    Sum,
+}
+
+/// Pools one channel at `base` into `rows` (`OH` rows of `OW`, unnormalized
+/// sums for [`Reduce::Sum`]); `scratch` holds [`Planes::scratch_len`]`(1)` floats.
+pub(super) fn pool_plane(
+    out: &mut [f32],
+    g: &ConvGeom,
+    base: isize,
+    pl: &Planes,
+    scratch: &mut [f32],
+    reduce: Reduce,
+) {
+    let (planes, sums) = scratch.split_at_mut(pl.scratch_len(1) - pl.n_q);
+    let pad = match reduce {
+        Reduce::Max => f32::NEG_INFINITY,
+        Reduce::Sum => 0.0,
+    };
+    fill_at_level(cpu::level(), planes, pl, g, base, pad);
+    let sums = &mut sums[..pl.n_q];
+    pool_at_level(cpu::level(), sums, planes, pl, g.win, reduce);
+    let ow = g.win.out[1];
+    for (dst, src) in out.chunks_exact_mut(ow).zip(sums.chunks(pl.cols)) {
+        dst.copy_from_slice(&src[..ow]);
+    }
+}
+
+/// [`pool_with`] compiled for `level`.
+fn pool_at_level(
+    level: Level,
+    sums: &mut [f32],
+    planes: &[f32],
+    pl: &Planes,
+    win: &Window,
+    reduce: Reduce,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::simd::vector::{Avx2, Avx512};
+        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+        unsafe fn avx512(s: &mut [f32], p: &[f32], pl: &Planes, w: &Window, r: Reduce) {
+            // SAFETY: called only where the CPU has AVX-512 (below).
+            pool_with(unsafe { Avx512::new() }, s, p, pl, w, r)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(s: &mut [f32], p: &[f32], pl: &Planes, w: &Window, r: Reduce) {
+            // SAFETY: called only where the CPU has AVX2 and FMA (below).
+            pool_with(unsafe { Avx2::new() }, s, p, pl, w, r)
+        }
+        match level.capped() {
+            // SAFETY: `capped` never exceeds the CPU's level.
+            Level::Avx512 => return unsafe { avx512(sums, planes, pl, win, reduce) },
+            // SAFETY: as above.
+            Level::Avx2 => return unsafe { avx2(sums, planes, pl, win, reduce) },
+            Level::Scalar => {}
+        }
+    }
+    pool_with(Scalar, sums, planes, pl, win, reduce)
+}
+
+/// `sums[q] = reduce over taps (i, j) of plane(i, j)[q + shift(i, j)]` for
+/// `q < n_q`, one vector at a time (the taps are independent loads; the
+/// reduction chain is short).
+#[inline(always)]
+fn pool_with<S: Simd>(
+    s: S,
+    sums: &mut [f32],
+    planes: &[f32],
+    pl: &Planes,
+    win: &Window,
+    reduce: Reduce,
+) {
+    let ([kh, kw], [dh, dw]) = (win.kernel, win.dilations);
+    let [sh, sw] = pl.strides;
+    assert!(planes.len() >= sh * sw * pl.len && sums.len() >= pl.n_q);
+    let (src, dst, lanes) = (planes.as_ptr(), sums.as_mut_ptr(), S::LANES);
+    let init = match reduce {
+        Reduce::Max => f32::NEG_INFINITY,
+        Reduce::Sum => 0.0,
+    };
+    let mut q = 0;
+    while q < pl.n_q {
+        let mut acc = s.splat(init);
+        for i in 0..kh {
+            let (rh, di) = (i * dh % sh, i * dh / sh * pl.cols);
+            for j in 0..kw {
+                let at = pl.plane(0, rh, j * dw % sw) + di + j * dw / sw + q;
+                // SAFETY: at + lanes ≤ plane start + n_q + reach ≤ planes.len()
+                // (as in `block`; n_q is a multiple of every level's lanes).
+                let v = unsafe { s.load(src.add(at)) };
+                acc = match reduce {
+                    // `if v > acc || v.is_nan() { v } else { acc }`
+                    Reduce::Max => {
+                        let larger = s.select(s.lt(acc, v), v, acc);
+                        s.select(s.eq(v, v), larger, v)
+                    }
+                    Reduce::Sum => s.add(acc, v),
+                };
+            }
+        }
+        // SAFETY: q + lanes ≤ n_q ≤ sums.len().
+        unsafe { s.store(dst.add(q), acc) };
+        q += lanes;
     }
 }

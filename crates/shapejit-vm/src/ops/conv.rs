@@ -18,7 +18,7 @@ use crate::tensor::{TensorMut, TensorRef};
 use shapejit_ir::{Activation, DType, Op, Window2d};
 use shapejit_kernels::conv::{
     ConvParams, Pool, Window, conv_transpose2d as kconv_transpose, conv_transpose2d_scratch_len,
-    conv2d as kconv, conv2d_scratch_len, pool2d,
+    conv2d as kconv, conv2d_scratch_len, pool2d, pool2d_scratch_len,
 };
 use shapejit_kernels::view::View;
 use smallvec::SmallVec;
@@ -332,10 +332,13 @@ fn pool(
     p: Pool,
     inputs: &[TensorRef],
     out: &mut TensorMut,
+    scratch: &mut Scratch,
 ) -> Result<(), OpError> {
     let x = view_of::<f32>(op, inputs, 0)?;
     let win = kernel_window(window, window.kernel, [out.shape[2], out.shape[3]]);
-    pool2d(out_f32(op, out)?, &x, &win, p).map_err(kernel_err(op))
+    let input = [x.shape()[2], x.shape()[3]];
+    let [planes] = scratch.f32_bufs(op, [pool2d_scratch_len(&win, input)])?;
+    pool2d(out_f32(op, out)?, &x, &win, p, planes).map_err(kernel_err(op))
 }
 
 pub(crate) fn max_pool(
@@ -343,8 +346,9 @@ pub(crate) fn max_pool(
     window: &Window2d,
     inputs: &[TensorRef],
     out: &mut TensorMut,
+    scratch: &mut Scratch,
 ) -> Result<(), OpError> {
-    pool(op, window, Pool::Max, inputs, out)
+    pool(op, window, Pool::Max, inputs, out, scratch)
 }
 
 pub(crate) fn avg_pool(
@@ -353,6 +357,14 @@ pub(crate) fn avg_pool(
     count_include_pad: bool,
     inputs: &[TensorRef],
     out: &mut TensorMut,
+    scratch: &mut Scratch,
 ) -> Result<(), OpError> {
-    pool(op, window, Pool::Avg { count_include_pad }, inputs, out)
+    pool(
+        op,
+        window,
+        Pool::Avg { count_include_pad },
+        inputs,
+        out,
+        scratch,
+    )
 }

@@ -540,12 +540,21 @@ fn compute(
         Op::ConvTranspose2d { window, groups, .. } => {
             conv::conv_transpose2d(op, window, *groups, inputs, &mut outputs[0], scratch)
         }
-        Op::MaxPool2d { window, .. } => conv::max_pool(op, window, inputs, &mut outputs[0]),
+        Op::MaxPool2d { window, .. } => {
+            conv::max_pool(op, window, inputs, &mut outputs[0], scratch)
+        }
         Op::AvgPool2d {
             window,
             count_include_pad,
             ..
-        } => conv::avg_pool(op, window, *count_include_pad, inputs, &mut outputs[0]),
+        } => conv::avg_pool(
+            op,
+            window,
+            *count_include_pad,
+            inputs,
+            &mut outputs[0],
+            scratch,
+        ),
         Op::GlobalAvgPool => reduce::global_avg_pool(op, inputs, &mut outputs[0]),
         Op::Constant { .. } | Op::If { .. } | Op::Loop { .. } => Err(interpreter_only(op)),
     }

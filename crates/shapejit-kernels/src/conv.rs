@@ -13,9 +13,9 @@
 //! **Invariant:** padded cells read as 0 for conv, never win a max pool, and
 //! count in an average only when asked to (and only inside the declared padding).
 
-use crate::activation::Activation;
 use crate::error::KernelError;
 use crate::matmul::matmul;
+use crate::packed::Activation;
 use crate::packed::{Bias, Epilogue, NR, PackedRef, matmul_packed_epilogue};
 use crate::simd::dispatch;
 use crate::view::{StridedShape, View, ViewMut};

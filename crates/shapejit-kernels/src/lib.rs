@@ -6,8 +6,6 @@
 //! [`KernelError`] instead of panicking when they do not fit together.
 //!
 //! Code map:
-//! - [`activation`]: relu, leaky relu and clip, one formula each, for epilogues
-//!   and the interpreter's ops;
 //! - [`view`]: strided views and their geometry (permute, broadcast, narrow);
 //! - [`walk`]: the N-d iteration every engine shares (dim coalescing, inner runs);
 //! - [`elementwise`]: unary/binary/ternary maps, copies and fills;
@@ -36,7 +34,6 @@
 //! AVX-512 are bit-identical).
 #![deny(missing_docs)]
 
-pub mod activation;
 pub mod conv;
 pub mod cpu;
 pub mod elementwise;

@@ -9,7 +9,9 @@
 //! block of the product in registers (12 AVX registers), over `k` in blocks of
 //! [`KC`] so a panel block stays in L1 while it meets every row block of `a`. At
 //! AVX-512 the kernel takes two panels at a time against up to 12 rows (24 zmm
-//! accumulators, masked loads and stores at the right edge).
+//! accumulators, masked loads and stores at the right edge). The last pass's
+//! [`Epilogue`] adds a bias and applies an [`Activation`] while the tile is in
+//! registers.
 //!
 //! **Invariant:** every product element is `alpha · fma(a[i,k-1], b[k-1,j], … fma(a[i,0],
 //! b[0,j], 0))`: the sum runs in `k` order with one rounding per step on every path
@@ -17,9 +19,11 @@
 //! **Invariant:** only elements inside `a`'s view and the first `m·n` of `out` are
 //! touched; the panels' zero padding is never stored.
 
-use crate::activation::Activation;
 use crate::error::KernelError;
 use crate::view::View;
+
+pub mod activation;
+pub use activation::Activation;
 
 /// Columns per panel (two 8-lane vectors).
 pub const NR: usize = 16;

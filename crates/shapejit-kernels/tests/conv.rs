@@ -8,10 +8,10 @@
 mod support;
 
 use shapejit_kernels::View;
-use shapejit_kernels::activation::Activation;
 use shapejit_kernels::conv::{
     ConvParams, Pool, Window, conv2d, conv2d_scratch_len, pool2d, pool2d_scratch_len,
 };
+use shapejit_kernels::packed::Activation;
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
     support::data(n, seed, -1.0, 1.0)

@@ -5,7 +5,7 @@
 //! Shapes cover every register-block height (1..=20 rows, MC blocks), panel edges
 //! (n not a multiple of 16), several k passes (k > 256), transposed and strided views.
 
-use shapejit_kernels::activation::Activation;
+use shapejit_kernels::packed::Activation;
 use shapejit_kernels::packed::{Bias, Epilogue, PackedB, matmul_packed, matmul_packed_epilogue};
 use shapejit_kernels::{KernelError, StridedShape, View};
 

@@ -22,8 +22,8 @@
 //! identical), with separately rounded products on the scalar path.
 
 use super::{ConvGeom, Window};
-use crate::activation::Activation;
 use crate::cpu::{self, Level};
+use crate::packed::Activation;
 use crate::simd::vector::{Scalar, Simd};
 
 /// Lanes the planes are padded for (the widest level's), so scratch sizes do

@@ -17,8 +17,8 @@ use super::util::{
 use super::{OpError, OutType};
 use crate::tensor::{Dims, TensorMut, TensorRef};
 use shapejit_ir::{Activation, BinaryOp, DType, Element, Num, Op, Scalar, UnaryOp};
-use shapejit_kernels::activation::Activation as KernelActivation;
 use shapejit_kernels::elementwise as ew;
+use shapejit_kernels::packed::Activation as KernelActivation;
 use shapejit_kernels::{Unary, View, math};
 
 const ARITH: [DType; 4] = [DType::F32, DType::F64, DType::I32, DType::I64];

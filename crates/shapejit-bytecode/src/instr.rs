@@ -321,6 +321,9 @@ pub enum RegionKind {
     MatmulEpilogue,
     /// a softmax, layer_norm or reduction with the elementwise ops around it
     Reduction,
+    /// `matmul(q, k)`, optional scale and additive mask, softmax over the last axis,
+    /// `matmul(·, v)`
+    Attention,
 }
 
 impl RegionKind {
@@ -330,6 +333,7 @@ impl RegionKind {
             RegionKind::Elementwise => "elementwise",
             RegionKind::MatmulEpilogue => "matmul_epilogue",
             RegionKind::Reduction => "reduction",
+            RegionKind::Attention => "attention",
         }
     }
 }

@@ -31,6 +31,7 @@
 
 #![deny(missing_docs)]
 
+mod attention;
 mod codegen;
 mod elementwise;
 mod error;
@@ -42,6 +43,7 @@ mod program;
 mod row;
 pub mod tier;
 
+pub use attention::{AttentionKernel, AttentionSpec, Operands as AttentionOperands, ScaleOp};
 pub use elementwise::{
     ElementwiseKernel, ElementwiseSpec, Spread, compile_elementwise, compile_elementwise_inline,
 };

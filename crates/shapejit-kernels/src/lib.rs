@@ -34,6 +34,7 @@
 //! AVX-512 are bit-identical).
 #![deny(missing_docs)]
 
+pub mod attention;
 pub mod conv;
 pub mod cpu;
 pub mod elementwise;

@@ -83,6 +83,20 @@ fn softmax_rows(level: Level, x: &[f32], out: &mut [f32], n: usize, log: bool) {
     }
 }
 
+/// The softmax of one row in place, with the arithmetic of [`softmax`] on a row
+/// (`exp` is the level's [`Unary::Exp`] entry).
+pub(crate) fn softmax_in_place(exp: crate::UnaryFn, row: &mut [f32]) {
+    let m = max_of(row);
+    for v in row.iter_mut() {
+        *v -= m;
+    }
+    // SAFETY: in place on the row's elements.
+    unsafe { exp(row.as_ptr(), row.as_mut_ptr(), row.len()) };
+    let sum = sum_lanes(row);
+    // `x` is only read for log-softmax
+    finish_row(&[], row, m, sum, false);
+}
+
 /// Turns `dst = e^(x - m)` with `sum = Σ dst` into the softmax (or log-softmax) of `x`.
 #[inline(always)]
 fn finish_row(x: &[f32], dst: &mut [f32], m: f32, sum: f32, log: bool) {

@@ -20,7 +20,10 @@ use super::guard::{BatchRule, Guard};
 use super::kernel::{Code, JitKernel, ShapeRule, operand_view};
 use super::policy::{Kind, Outcome, Queue, Request, SlotPolicy, Target};
 use super::translate::{Compiled, MatMulOperands, batch_rule, translate};
-use crate::{MatMulKernel, ShapeMode, compile_elementwise, compile_matmul_epilogue, compile_row};
+use crate::{
+    AttentionKernel, MatMulKernel, ShapeMode, compile_elementwise, compile_matmul_epilogue,
+    compile_row,
+};
 use crossbeam_channel::Receiver;
 use shapejit_bytecode::{ConstId, Instr, Program, Reg, Region, SlotId, SlotInfo, SlotKind};
 use shapejit_vm::module::Counters;
@@ -238,6 +241,7 @@ impl Shared {
                 let kernel = compile_matmul_epilogue(&spec).map_err(err)?;
                 Code::MatMul(self.pack_weights(kernel, region, &operands), operands)
             }
+            Compiled::Attention(spec) => Code::Attention(AttentionKernel::new(spec), mode),
         };
         let kernel = JitKernel::new(code, translated.out_shape, rule, req.baseline_ps);
         let us = kernel.compile_time().as_micros() as u64;

@@ -8,7 +8,10 @@
 use super::guard::rank_and_batch;
 use super::policy::too_slow;
 use super::translate::MatMulOperands;
-use crate::{CompiledCode, ElementwiseKernel, MatMulKernel, RowKernel, ShapeMode};
+use crate::{
+    AttentionKernel, AttentionOperands, CompiledCode, ElementwiseKernel, MatMulKernel, RowKernel,
+    ShapeMode,
+};
 use shapejit_ir::DType;
 use shapejit_kernels::{StridedShape, View};
 use shapejit_vm::hook::RegionKernel;
@@ -38,6 +41,9 @@ pub enum Code {
     Row(RowKernel),
     /// a GEMM + epilogue and where its operands come from
     MatMul(MatMulKernel, MatMulOperands),
+    /// a fused attention (precompiled head kernel; any shape fitting its spec) and
+    /// the mode its guard was requested in
+    Attention(AttentionKernel, ShapeMode),
 }
 
 /// A compiled region kernel.
@@ -97,32 +103,47 @@ impl JitKernel {
         )
     }
 
-    fn compiled(&self) -> &CompiledCode {
+    /// The generated code (none for attention, which runs a precompiled kernel).
+    fn compiled(&self) -> Option<&CompiledCode> {
         match &self.code {
-            Code::Elementwise(k) => k.code(),
-            Code::Row(k) => k.code(),
-            Code::MatMul(k, _) => k.code(),
+            Code::Elementwise(k) => Some(k.code()),
+            Code::Row(k) => Some(k.code()),
+            Code::MatMul(k, _) => Some(k.code()),
+            Code::Attention(..) => None,
         }
     }
 
     /// Bytes of machine code.
     pub fn code_bytes(&self) -> usize {
-        self.compiled().code_bytes()
+        self.compiled().map_or(0, CompiledCode::code_bytes)
     }
 
     /// Wall time the compilation took.
     pub fn compile_time(&self) -> std::time::Duration {
-        self.compiled().compile_time()
+        self.compiled()
+            .map_or(std::time::Duration::ZERO, CompiledCode::compile_time)
     }
 
     fn n_outputs(&self) -> usize {
         match &self.code {
             Code::Elementwise(k) => k.n_outputs(),
-            Code::Row(_) | Code::MatMul(..) => 1,
+            Code::Row(_) | Code::MatMul(..) | Code::Attention(..) => 1,
         }
     }
 
     fn shape_for(&self, inputs: &[TensorRef<'_>]) -> Result<(Dims, usize), OpError> {
+        if let Code::Attention(k, _) = &self.code {
+            let s = k.spec();
+            let shape = |i: usize| {
+                inputs
+                    .get(i)
+                    .map(TensorRef::shape)
+                    .ok_or_else(|| kernel_error(format!("missing attention input {i}")))
+            };
+            let out = AttentionKernel::out_shape(shape(s.q)?, shape(s.k)?, shape(s.v)?)
+                .map_err(kernel_error)?;
+            return Ok((out.into_iter().collect(), 0));
+        }
         if let Code::MatMul(_, ops) = &self.code {
             let shape = matmul_shape(inputs, ops)?;
             let outer = shape.first().copied().unwrap_or(1);
@@ -268,6 +289,7 @@ impl RegionKernel for JitKernel {
             Code::Elementwise(k) => k.mode() == ShapeMode::Family,
             Code::Row(k) => k.mode() == ShapeMode::Family,
             Code::MatMul(k, _) => k.mode() == ShapeMode::Family,
+            Code::Attention(_, mode) => *mode == ShapeMode::Family,
         }
     }
 }
@@ -382,6 +404,43 @@ impl JitKernel {
                         k.run_pieces(&a, &b, &extras, out, outer, pieces, &|n, f| pool.run(n, f))
                     }
                     None => k.run(&a, &b, &extras, out, outer),
+                }
+                .map_err(jit_err)
+            }
+            Code::Attention(k, _) => {
+                let s = k.spec();
+                let view = |i: usize, full: &[usize]| operand_view(&inputs[i], false, full);
+                let (q, kk, v) = (
+                    view(s.q, inputs[s.q].shape())?,
+                    view(s.k, inputs[s.k].shape())?,
+                    view(s.v, inputs[s.v].shape())?,
+                );
+                let r = shape.len();
+                let mut scores = shape.clone();
+                scores[r - 1] = kk.shape()[r - 1];
+                let mask = s.mask.map(|i| view(i, &scores)).transpose()?;
+                let scale = match s.scale {
+                    Some((i, _)) => Some(
+                        *input_slice(&inputs[i], i)?
+                            .first()
+                            .ok_or_else(|| kernel_error("empty attention scale".to_string()))?,
+                    ),
+                    None => None,
+                };
+                let ops = AttentionOperands {
+                    q: &q,
+                    k: &kk,
+                    v: &v,
+                    mask: mask.as_ref(),
+                    scale,
+                };
+                let out = outs
+                    .first_mut()
+                    .ok_or_else(|| kernel_error("no output".to_string()))?;
+                let pieces = AttentionKernel::pieces(q.shape(), kk.shape(), v.shape());
+                match pool {
+                    Some(pool) => k.run(&ops, out, pieces, &|n, f| pool.run(n, f)),
+                    None => k.run(&ops, out, pieces, &|n, f| (0..n).for_each(f)),
                 }
                 .map_err(jit_err)
             }

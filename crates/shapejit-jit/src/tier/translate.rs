@@ -14,8 +14,9 @@
 
 use super::guard::BatchRule;
 use crate::{
-    BinaryOp, CmpOp, ElementwiseSpec, InputLayout, MAX_ROW_DIMS, MatMulEpilogueSpec, Op,
-    Program as JitProgram, RowInput, RowOp, RowSpec, ShapeMode, UnaryOp, ValueId,
+    AttentionKernel, AttentionSpec, BinaryOp, CmpOp, ElementwiseSpec, InputLayout, MAX_ROW_DIMS,
+    MatMulEpilogueSpec, Op, Program as JitProgram, RowInput, RowOp, RowSpec, ScaleOp, ShapeMode,
+    UnaryOp, ValueId,
 };
 use shapejit_bytecode::{Instr, Out, Program, Reg, Region, RegionKind};
 use shapejit_ir::{BinaryOp as IrBinary, DType, Op as IrOp, ReduceOp, UnaryOp as IrUnary};
@@ -43,6 +44,8 @@ pub enum Compiled {
     Row(RowSpec),
     /// a GEMM plus epilogue
     MatMul(MatMulEpilogueSpec, MatMulOperands),
+    /// a fused attention
+    Attention(AttentionSpec),
 }
 
 /// Which region inputs a matmul region's GEMM reads, and how.
@@ -271,6 +274,7 @@ pub fn translate(
         RegionKind::Elementwise => translate_elementwise(program, region, key, mode, &fail),
         RegionKind::Reduction => translate_row(program, region, key, mode, &fail),
         RegionKind::MatmulEpilogue => translate_matmul(program, region, key, mode, &fail),
+        RegionKind::Attention => translate_attention(program, region, key, &fail),
     }
 }
 
@@ -292,6 +296,123 @@ fn input_layouts(
                 })
         })
         .collect()
+}
+
+/// `matmul(q, k)`, an optional `mul`/`div` by a one-element input, an optional
+/// additive mask, `softmax` (last axis), `matmul(·, v)`: which inputs are which,
+/// checked against the key's shapes and dtypes.
+fn translate_attention(
+    program: &Program,
+    region: &Region,
+    key: &ShapeKey,
+    fail: Fail,
+) -> Result<Translated, Untranslatable> {
+    let instrs = body(program, region, fail)?;
+    let ops: Vec<(&IrOp, &[Reg], Reg)> = instrs
+        .iter()
+        .map(|i| match i {
+            Instr::Op { op, srcs, dsts, .. } if dsts.len() == 1 => {
+                Ok((op, srcs.as_slice(), dsts[0].reg))
+            }
+            _ => Err(fail(
+                "attention region holds a non-op instruction".to_string(),
+            )),
+        })
+        .collect::<Result<_, _>>()?;
+    let input = |r: Reg| {
+        region
+            .inputs
+            .iter()
+            .position(|&x| x == r)
+            .ok_or_else(|| fail(format!("attention operand {r} is not a region input")))
+    };
+    let other = |srcs: &[Reg], prev: Reg| {
+        srcs.iter()
+            .copied()
+            .find(|&r| r != prev)
+            .ok_or_else(|| fail("attention step without a second operand".to_string()))
+    };
+    let [
+        (IrOp::MatMul, [q, k], first),
+        middle @ ..,
+        (IrOp::Softmax { .. }, _, p),
+        (IrOp::MatMul, [p2, v], _),
+    ] = ops.as_slice()
+    else {
+        return Err(fail("region is not matmul … softmax, matmul".to_string()));
+    };
+    let mut prev = *first;
+    if p2 != p {
+        return Err(fail(
+            "the second product does not read the softmax".to_string(),
+        ));
+    }
+    let (mut scale, mut mask) = (None, None);
+    for &(op, srcs, dst) in middle {
+        match op {
+            IrOp::Binary(IrBinary::Mul) if scale.is_none() && mask.is_none() => {
+                scale = Some((input(other(srcs, prev)?)?, ScaleOp::Mul));
+            }
+            IrOp::Binary(IrBinary::Div) if scale.is_none() && mask.is_none() && srcs[0] == prev => {
+                scale = Some((input(srcs[1])?, ScaleOp::Div));
+            }
+            IrOp::Binary(IrBinary::Add) if mask.is_none() => {
+                mask = Some(input(other(srcs, prev)?)?)
+            }
+            other => return Err(fail(format!("`{}` inside attention", other.name()))),
+        }
+        prev = dst;
+    }
+    let spec = AttentionSpec {
+        name: format!("attention_r{}", region.id.0),
+        q: input(*q)?,
+        k: input(*k)?,
+        v: input(*v)?,
+        scale,
+        mask,
+    };
+    let part = |i: usize| &key.inputs[i];
+    for i in [spec.q, spec.k, spec.v]
+        .into_iter()
+        .chain(spec.mask)
+        .chain(spec.scale.map(|s| s.0))
+    {
+        if part(i).dtype != DType::F32 || part(i).strides.iter().any(|&s| s < 0) {
+            return Err(fail(format!(
+                "attention input {i} is {} with strides {:?}; f32 with non-negative strides is compiled",
+                part(i).dtype,
+                part(i).strides
+            )));
+        }
+    }
+    let (qs, ks, vs) = (
+        &part(spec.q).shape,
+        &part(spec.k).shape,
+        &part(spec.v).shape,
+    );
+    let out_shape = AttentionKernel::out_shape(qs, ks, vs).map_err(fail)?;
+    if let Some((i, _)) = spec.scale
+        && part(i).shape.iter().product::<usize>() != 1
+    {
+        return Err(fail(format!(
+            "the scale {:?} is not one element",
+            part(i).shape
+        )));
+    }
+    if let Some(i) = spec.mask {
+        let r = qs.len();
+        let scores: Vec<usize> = [&qs[..r - 1], &ks[r - 1..]].concat();
+        if aligned_strides(&part(i).shape, &part(i).strides, &scores).is_none() {
+            return Err(fail(format!(
+                "the mask {:?} does not broadcast to the scores {scores:?}",
+                part(i).shape
+            )));
+        }
+    }
+    Ok(Translated {
+        compiled: Compiled::Attention(spec),
+        out_shape: out_shape.into_iter().collect(),
+    })
 }
 
 fn translate_elementwise(

@@ -13,12 +13,15 @@
 //! **Invariant:** padded cells read as 0 for conv, never win a max pool, and
 //! count in an average only when asked to (and only inside the declared padding).
 
+use crate::cpu::Level;
 use crate::error::KernelError;
 use crate::matmul::matmul;
 use crate::packed::Activation;
-use crate::packed::{Bias, Epilogue, NR, PackedRef, matmul_packed_epilogue};
-use crate::simd::dispatch;
+use crate::packed::{
+    Bias, Epilogue, KC, NR, PackedRef, matmul_packed_epilogue, matmul_packed_step,
+};
 use crate::view::{StridedShape, View, ViewMut};
+use std::ops::Range;
 
 mod direct;
 
@@ -52,6 +55,25 @@ fn dims4(what: &'static str, v: &[usize]) -> Result<[usize; 4], KernelError> {
         .map_err(|_| KernelError::Invalid(format!("{what} must be 4-D, got {v:?}")))
 }
 
+/// Patch matrices above this many elements (64 MiB) are unrolled in chunks of
+/// [`KC`] rows, each multiplied while it is still in cache; smaller ones whole.
+/// Measured at batch 1 (`shapejit run MODEL --tier interp --threads 1`): chunking
+/// every patch matrix made the light ResNet-50 (largest 7 MiB) 10 % slower;
+/// chunking only the light VGG-19's 115 MiB one (64 channels at 224²) takes it
+/// from 482 to 441 ms. A chunk is a multiple of [`KC`] rows, so the chunked
+/// product is bit-identical to one product.
+const IM2COL_WHOLE_MAX: usize = 1 << 24;
+
+/// Rows of the patch matrix [`conv2d`] unrolls at a time (`k` rows in all,
+/// `p` output positions).
+fn im2col_rows(k: usize, p: usize) -> usize {
+    if k.saturating_mul(p) > IM2COL_WHOLE_MAX {
+        KC.min(k)
+    } else {
+        k
+    }
+}
+
 /// Output channels per group below which [`conv2d`] takes the direct path
 /// (a GEMM panel is 16 columns wide: fewer channels would mostly multiply padding).
 const GEMM_MIN_CHANNELS: usize = 4;
@@ -72,7 +94,9 @@ pub fn conv2d_scratch_len(
     let k = c_in_per_group
         .saturating_mul(win.kernel[0])
         .saturating_mul(win.kernel[1]);
-    PackedRef::len_for(k, win.out[0].saturating_mul(win.out[1]))
+    let p = win.out[0].saturating_mul(win.out[1]);
+    // the 1×1 path packs all Cg rows at once; im2col one chunk of rows
+    PackedRef::len_for(im2col_rows(k, p).max(c_in_per_group), p)
 }
 
 /// A convolution's weights and what it does besides the window.
@@ -201,16 +225,31 @@ pub fn conv2d(
         };
         for img in 0..n {
             let base = g.offset + img as isize * g.xs[0] + (grp * cg) as isize * g.xs[1];
-            let packed = if direct {
+            let first = (img * c_out + grp * mg) * p;
+            let dst = &mut out[first..first + mg * p];
+            if direct {
                 // x[img, group channels] read as [Cg, P]
                 let geom = StridedShape::new(&[cg, p], &[g.xs[1], g.xs[3]], base as usize)?;
-                PackedRef::pack_into(&View::new(g.data, geom)?, col)?
-            } else {
-                dispatch(|| im2col_panels(col, &g, base, k, p));
-                PackedRef::from_panels(k, p, col)?
-            };
-            let first = (img * c_out + grp * mg) * p;
-            matmul_packed_epilogue(&mut out[first..first + mg * p], &wg, packed, 1.0, epilogue)?;
+                let packed = PackedRef::pack_into(&View::new(g.data, geom)?, col)?;
+                matmul_packed_epilogue(dst, &wg, packed, 1.0, epilogue)?;
+                continue;
+            }
+            // the patch matrix in chunks (or whole), each multiplied while it
+            // is still in cache (bit-identical to one product)
+            let chunk = im2col_rows(k, p);
+            for r0 in (0..k).step_by(chunk) {
+                let rows = chunk.min(k - r0);
+                im2col_at_level(crate::cpu::level(), col, &g, base, r0..r0 + rows, p);
+                let packed = PackedRef::from_panels(rows, p, col)?;
+                // the group's weights, columns r0 .. r0 + rows
+                let w_chunk = View::new(
+                    w,
+                    StridedShape::new(&[mg, rows], &[k as isize, 1], grp * mg * k + r0)?,
+                )?;
+                let last = r0 + rows == k;
+                let epi = if last { epilogue } else { Epilogue::default() };
+                matmul_packed_step(dst, &w_chunk, packed, 1.0, epi, r0 > 0)?;
+            }
         }
     }
     Ok(())
@@ -241,52 +280,81 @@ fn valid_span(win: &Window, d: usize, k: usize, size: usize) -> (usize, usize) {
     (lo.min(n_out), hi.min(n_out).max(lo.min(n_out)))
 }
 
-/// Unrolls the patches of one image's channel group into packed panels
-/// (`[Cg·kH·kW, OH·OW]` in [`PackedRef`]'s layout: row `r`, output position `q`
-/// at `((q / NR)·k + r)·NR + q % NR`); padded cells and the last panel's
-/// padding columns are 0.
+/// [`im2col_panels`] compiled for `level`: an explicit `#[target_feature]`
+/// function per level, because a closure handed to `simd::dispatch` that is
+/// too big to inline keeps the baseline target and runs unvectorized.
+fn im2col_at_level(
+    level: Level,
+    col: &mut [f32],
+    g: &ConvGeom,
+    base: isize,
+    rows: Range<usize>,
+    p: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+        unsafe fn avx512(col: &mut [f32], g: &ConvGeom, base: isize, r: Range<usize>, p: usize) {
+            im2col_panels(col, g, base, r, p)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(col: &mut [f32], g: &ConvGeom, base: isize, r: Range<usize>, p: usize) {
+            im2col_panels(col, g, base, r, p)
+        }
+        match level.capped() {
+            // SAFETY: `capped` never exceeds the CPU's level.
+            Level::Avx512 => return unsafe { avx512(col, g, base, rows, p) },
+            // SAFETY: as above.
+            Level::Avx2 => return unsafe { avx2(col, g, base, rows, p) },
+            Level::Scalar => {}
+        }
+    }
+    im2col_panels(col, g, base, rows, p)
+}
+
+/// Unrolls rows `rows` (of `Cg·kH·kW`) of the patch matrix of one image's channel
+/// group into packed panels (`[rows.len(), OH·OW]` in [`PackedRef`]'s layout: row
+/// `r`, output position `q` at `((q / NR)·k + r)·NR + q % NR`, `k = rows.len()`);
+/// padded cells and the last panel's padding columns are 0.
 #[inline(always)]
-fn im2col_panels(col: &mut [f32], g: &ConvGeom, base: isize, k: usize, p: usize) {
+fn im2col_panels(col: &mut [f32], g: &ConvGeom, base: isize, rows: Range<usize>, p: usize) {
     let win = g.win;
     let ([kh, kw], [oh, ow]) = (win.kernel, win.out);
     let [h, wd] = g.size;
+    let k = rows.len();
     let panels = &mut col[..PackedRef::len_for(k, p)];
     let last = p / NR * k * NR;
     panels[last..].fill(0.0);
-    let mut r = 0;
-    for c in 0..g.cg {
-        for i in 0..kh {
-            for j in 0..kw {
-                let (lo, hi) = valid_span(win, 1, j, wd);
-                let step = win.strides[1] as isize * g.xs[3];
-                for oy in 0..oh {
-                    let q = oy * ow;
-                    let iy = win.coord(0, oy, i);
-                    if iy < 0 || iy >= h as isize {
-                        scatter(panels, k, r, q, ow, |_| 0.0);
-                        continue;
-                    }
-                    scatter(panels, k, r, q, lo, |_| 0.0);
-                    scatter(panels, k, r, q + hi, ow - hi, |_| 0.0);
-                    if hi == lo {
-                        continue;
-                    }
-                    let line = base + c as isize * g.xs[1] + iy * g.xs[2];
-                    let start = line + win.coord(1, lo, j) * g.xs[3];
-                    if step == 1 {
-                        let src = &g.data[start as usize..][..hi - lo];
-                        scatter(panels, k, r, q + lo, hi - lo, |t| src[t]);
-                    } else if step > 1 {
-                        let step = step as usize;
-                        let src = &g.data[start as usize..][..(hi - lo - 1) * step + 1];
-                        scatter(panels, k, r, q + lo, hi - lo, |t| src[t * step]);
-                    } else {
-                        scatter(panels, k, r, q + lo, hi - lo, |t| {
-                            g.data[(start + t as isize * step) as usize]
-                        });
-                    }
-                }
-                r += 1;
+    for row in rows.clone() {
+        let r = row - rows.start;
+        let (c, i, j) = (row / (kh * kw), row / kw % kh, row % kw);
+        let (lo, hi) = valid_span(win, 1, j, wd);
+        let step = win.strides[1] as isize * g.xs[3];
+        for oy in 0..oh {
+            let q = oy * ow;
+            let iy = win.coord(0, oy, i);
+            if iy < 0 || iy >= h as isize {
+                scatter(panels, k, r, q, ow, |_| 0.0);
+                continue;
+            }
+            scatter(panels, k, r, q, lo, |_| 0.0);
+            scatter(panels, k, r, q + hi, ow - hi, |_| 0.0);
+            if hi == lo {
+                continue;
+            }
+            let line = base + c as isize * g.xs[1] + iy * g.xs[2];
+            let start = line + win.coord(1, lo, j) * g.xs[3];
+            if step == 1 {
+                let src = &g.data[start as usize..][..hi - lo];
+                scatter(panels, k, r, q + lo, hi - lo, |t| src[t]);
+            } else if step > 1 {
+                let step = step as usize;
+                let src = &g.data[start as usize..][..(hi - lo - 1) * step + 1];
+                scatter(panels, k, r, q + lo, hi - lo, |t| src[t * step]);
+            } else {
+                scatter(panels, k, r, q + lo, hi - lo, |t| {
+                    g.data[(start + t as isize * step) as usize]
+                });
             }
         }
     }

@@ -244,6 +244,22 @@ pub fn matmul_packed_epilogue(
     alpha: f32,
     epilogue: Epilogue,
 ) -> Result<(), KernelError> {
+    matmul_packed_step(out, a, b, alpha, epilogue, false)
+}
+
+/// [`matmul_packed_epilogue`], continuing the sums already in `out` when
+/// `accumulate`: a product over `k` split into consecutive chunks of a
+/// multiple of [`KC`] (every chunk but the last with alpha 1 and no epilogue)
+/// gives bit for bit the one product over the whole `k`, since the kernel
+/// itself runs its passes that way.
+pub fn matmul_packed_step(
+    out: &mut [f32],
+    a: &View<f32>,
+    b: PackedRef,
+    alpha: f32,
+    epilogue: Epilogue,
+    accumulate: bool,
+) -> Result<(), KernelError> {
     let bias = epilogue.bias;
     let shape = a.shape();
     if shape.len() != 2 || shape[1] != b.k {
@@ -289,7 +305,8 @@ pub fn matmul_packed_epilogue(
     if k == 0 {
         for (i, row) in out[..needed].chunks_exact_mut(n).enumerate() {
             for (j, o) in row.iter_mut().enumerate() {
-                *o = epilogue.finish(i, j, 0.0);
+                let sum = if accumulate { *o * alpha } else { 0.0 };
+                *o = epilogue.finish(i, j, sum);
             }
         }
         return Ok(());
@@ -301,7 +318,7 @@ pub fn matmul_packed_epilogue(
         let pass = Pass {
             k0: pc,
             kc,
-            first: pc == 0,
+            first: pc == 0 && !accumulate,
             scale: (pc + kc == k).then_some(alpha).filter(|&s| s != 1.0),
             epilogue: if pc + kc == k {
                 epilogue

@@ -229,6 +229,24 @@ fn conv_matches_a_naive_loop() {
     }
 }
 
+/// A patch matrix above 64 MiB (576 rows × 178² positions) is unrolled and
+/// multiplied in chunks of 256 rows (3 chunks, the last short).
+#[test]
+fn conv_with_a_chunked_patch_matrix() {
+    check_conv(&Case {
+        n: 1,
+        c_in: 64,
+        c_out: 4,
+        hw: [178, 178],
+        kernel: [3, 3],
+        strides: [1, 1],
+        pads: [1, 1, 1, 1],
+        dilations: [1, 1],
+        groups: 1,
+        bias: true,
+    });
+}
+
 /// The direct path (depthwise, 1 and 2 output channels per group) over planes
 /// of many sizes: sums of one vector to many blocks of vectors, with every
 /// tail, at strides 1 to 3, dilation 2 and uneven padding.

@@ -6,7 +6,9 @@
 //! (n not a multiple of 16), several k passes (k > 256), transposed and strided views.
 
 use shapejit_kernels::packed::Activation;
-use shapejit_kernels::packed::{Bias, Epilogue, PackedB, matmul_packed, matmul_packed_epilogue};
+use shapejit_kernels::packed::{
+    Bias, Epilogue, KC, PackedB, matmul_packed, matmul_packed_epilogue, matmul_packed_step,
+};
 use shapejit_kernels::{KernelError, StridedShape, View};
 
 fn values(n: usize, seed: usize) -> Vec<f32> {
@@ -172,4 +174,46 @@ fn bias_epilogue_rounds_as_a_separate_add() {
         let err = matmul_packed_epilogue(&mut out, &a, packed.borrowed(), 1.0, epilogue);
         assert!(matches!(err, Err(KernelError::ShapeMismatch { .. })));
     }
+}
+
+/// A product over `k` in chunks of a multiple of `KC`, continued with
+/// `accumulate` and the epilogue on the last chunk only, is bit-identical to the
+/// one product (the convolution's chunked im2col relies on it).
+#[test]
+fn chunked_products_continue_bit_for_bit() {
+    let (m, k, n) = (13, 2 * KC + 37, 41);
+    let a_data = values(m * k, 8);
+    let b_data = values(k * n, 9);
+    let rows = values(m, 10);
+    let epilogue = Epilogue {
+        bias: Bias::PerRow(&rows),
+        activation: Some(Activation::Relu),
+    };
+    let a = view(&a_data, m, k, k as isize, 1, 0);
+    let packed = PackedB::pack(&view(&b_data, k, n, n as isize, 1, 0)).unwrap();
+    let mut whole = vec![0f32; m * n];
+    matmul_packed_epilogue(&mut whole, &a, packed.borrowed(), 0.5, epilogue).unwrap();
+    let mut chunked = vec![f32::NAN; m * n];
+    for k0 in (0..k).step_by(KC) {
+        let kc = KC.min(k - k0);
+        let a_chunk = view(&a_data, m, kc, k as isize, 1, k0);
+        let b_chunk = PackedB::pack(&view(&b_data, kc, n, n as isize, 1, k0 * n)).unwrap();
+        let last = k0 + kc == k;
+        let (alpha, epi) = if last {
+            (0.5, epilogue)
+        } else {
+            (1.0, Epilogue::default())
+        };
+        matmul_packed_step(
+            &mut chunked,
+            &a_chunk,
+            b_chunk.borrowed(),
+            alpha,
+            epi,
+            k0 > 0,
+        )
+        .unwrap();
+    }
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&chunked), bits(&whole));
 }

@@ -346,7 +346,7 @@ fn im2col_panels(col: &mut [f32], g: &ConvGeom, base: isize, rows: Range<usize>,
             let start = line + win.coord(1, lo, j) * g.xs[3];
             if step == 1 {
                 let src = &g.data[start as usize..][..hi - lo];
-                scatter(panels, k, r, q + lo, hi - lo, |t| src[t]);
+                scatter_run(panels, k, r, q + lo, src);
             } else if step > 1 {
                 let step = step as usize;
                 let src = &g.data[start as usize..][..(hi - lo - 1) * step + 1];
@@ -357,6 +357,31 @@ fn im2col_panels(col: &mut [f32], g: &ConvGeom, base: isize, rows: Range<usize>,
                 });
             }
         }
+    }
+}
+
+/// [`scatter`] of a contiguous run: whole 16-float pieces as one fixed-size
+/// copy (a single vector move, where a variable-length copy would be a
+/// `memmove` call per piece), the partial pieces at its ends element by element.
+#[inline(always)]
+fn scatter_run(panels: &mut [f32], k: usize, r: usize, q: usize, src: &[f32]) {
+    let mut t = 0;
+    while t < src.len() {
+        let (panel, lane) = ((q + t) / NR, (q + t) % NR);
+        let take = (NR - lane).min(src.len() - t);
+        let at = (panel * k + r) * NR + lane;
+        if take == NR {
+            // Invariant: both ranges hold exactly NR elements.
+            let d: &mut [f32; NR] = (&mut panels[at..at + NR])
+                .try_into()
+                .unwrap_or_else(|_| unreachable!());
+            *d = src[t..t + NR].try_into().unwrap_or_else(|_| unreachable!());
+        } else {
+            for (u, d) in panels[at..at + take].iter_mut().enumerate() {
+                *d = src[t + u];
+            }
+        }
+        t += take;
     }
 }
 

@@ -79,6 +79,28 @@ fn pack_panels(b: &View<f32>, k: usize, n: usize, panels: &mut [f32]) {
     let geom = b.geom();
     let (rs, cs) = (geom.strides()[0], geom.strides()[1]);
     let data = b.data();
+    if cs == 1 {
+        // rows of contiguous columns: whole panels as one fixed-size copy each
+        for p in 0..n.div_ceil(NR) {
+            let cols = NR.min(n - p * NR);
+            for r in 0..k {
+                let row = &mut panels[(p * k + r) * NR..][..NR];
+                // Invariant: the view's extent covers [r, p·NR .. p·NR + cols].
+                let at = (geom.offset() as isize + r as isize * rs) as usize + p * NR;
+                let src = &data[at..at + cols];
+                match (<&mut [f32; NR]>::try_from(row), <&[f32; NR]>::try_from(src)) {
+                    (Ok(dst), Ok(src)) => *dst = *src,
+                    (Ok(dst), Err(_)) => {
+                        dst[..cols].copy_from_slice(src);
+                        dst[cols..].fill(0.0);
+                    }
+                    // Invariant: `row` is NR long by construction.
+                    (Err(_), _) => unreachable!(),
+                }
+            }
+        }
+        return;
+    }
     for p in 0..n.div_ceil(NR) {
         for r in 0..k {
             let row = &mut panels[(p * k + r) * NR..][..NR];

@@ -21,7 +21,7 @@ use shapejit_kernels::View;
 use shapejit_kernels::attention::{Dims, Head, Scale, Strided, head};
 use shapejit_kernels::cpu;
 
-use crate::elementwise::Spread;
+use crate::elementwise::{Shape, Spread};
 use crate::error::JitError;
 
 /// How the scores are scaled (the region's `mul` or `div` by a one-element input).
@@ -104,7 +104,7 @@ impl AttentionKernel {
     }
 
     /// The output shape for operands of these shapes, or why they do not fit.
-    pub fn out_shape(q: &[usize], k: &[usize], v: &[usize]) -> Result<Vec<usize>, String> {
+    pub fn out_shape(q: &[usize], k: &[usize], v: &[usize]) -> Result<Shape, String> {
         let r = q.len();
         if r < 3 || k.len() != r || v.len() != r {
             return Err(format!(
@@ -121,7 +121,7 @@ impl AttentionKernel {
                 "attention operands {q:?}, {k:?}, {v:?} do not chain"
             ));
         }
-        let mut out = q[..r - 1].to_vec();
+        let mut out: Shape = q[..r - 1].iter().copied().collect();
         out.push(v[r - 1]);
         Ok(out)
     }
@@ -152,7 +152,7 @@ impl AttentionKernel {
             d_v: vs[r - 1],
         };
         if let Some(m) = ops.mask
-            && m.shape() != [&qs[..r - 1], &ks[r - 1..]].concat()
+            && (m.shape()[..r - 1] != qs[..r - 1] || m.shape()[r - 1] != ks[r - 1])
         {
             return Err(bad(format!(
                 "mask {:?} for scores of {qs:?}·{ks:?}",

@@ -103,6 +103,9 @@ fn compile(spec: &ElementwiseSpec, tiles: bool) -> Result<ElementwiseKernel, Jit
 /// pool's `run`, or a plain loop); how kernels hand their pieces out.
 pub type Spread<'a> = &'a dyn Fn(usize, &(dyn Fn(usize) + Sync));
 
+/// A call's iteration shape (no allocation for the usual ranks).
+pub type Shape = SmallVec<[usize; 6]>;
+
 /// Buffer pointers shared by the pieces of one call.
 struct Pointers {
     ins: SmallVec<[*const f32; 8]>,
@@ -182,8 +185,8 @@ impl ElementwiseKernel {
 
     /// The shape a call with runtime outer dim `outer` iterates (`outer` replaces
     /// `shape[0]` in family mode and is ignored otherwise).
-    pub fn shape_for(&self, outer: usize) -> Vec<usize> {
-        let mut shape = self.shape.clone();
+    pub fn shape_for(&self, outer: usize) -> Shape {
+        let mut shape: Shape = self.shape.iter().copied().collect();
         if self.mode == ShapeMode::Family {
             shape[0] = outer;
         }

@@ -45,7 +45,8 @@ pub mod tier;
 
 pub use attention::{AttentionKernel, AttentionSpec, Operands as AttentionOperands, ScaleOp};
 pub use elementwise::{
-    ElementwiseKernel, ElementwiseSpec, Spread, compile_elementwise, compile_elementwise_inline,
+    ElementwiseKernel, ElementwiseSpec, Shape, Spread, compile_elementwise,
+    compile_elementwise_inline,
 };
 pub use error::JitError;
 pub use isa::check_host;

@@ -27,7 +27,7 @@ use shapejit_kernels::packed::{PackedB, matmul_packed, packed_pays};
 use shapejit_kernels::{View, ViewMut, matmul::matmul};
 use smallvec::SmallVec;
 
-use crate::elementwise::{ElementwiseKernel, ElementwiseSpec, Spread, compile_elementwise};
+use crate::elementwise::{ElementwiseKernel, ElementwiseSpec, Shape, Spread, compile_elementwise};
 use crate::error::JitError;
 use crate::kernel::CompiledCode;
 use crate::layout::{InputLayout, ShapeMode};
@@ -157,7 +157,7 @@ impl MatMulKernel {
     }
 
     /// The output shape of a call with `outer`.
-    pub fn shape_for(&self, outer: usize) -> Vec<usize> {
+    pub fn shape_for(&self, outer: usize) -> Shape {
         self.epilogue.shape_for(outer)
     }
 
@@ -242,8 +242,8 @@ impl MatMulKernel {
         // The product's view: the output shape, or — when the caller flattened the
         // batch into the rows of a rank-2 `a` — `[rows, n]` over the same buffer.
         let n = shape[shape.len() - 1];
-        let gemm_shape: Vec<usize> = if a.shape().len() == 2 && shape.len() > 2 {
-            vec![a.shape()[0], n]
+        let gemm_shape: Shape = if a.shape().len() == 2 && shape.len() > 2 {
+            smallvec::smallvec![a.shape()[0], n]
         } else {
             shape.clone()
         };

@@ -353,7 +353,8 @@ impl RowKernel {
         if output.len() < need {
             return Err(bad("output length".to_string(), need, output.len()));
         }
-        let in_ptrs: Vec<*const f32> = inputs.iter().map(|s| s.as_ptr()).collect();
+        let in_ptrs: smallvec::SmallVec<[*const f32; 8]> =
+            inputs.iter().map(|s| s.as_ptr()).collect();
         // SAFETY: counts and lengths checked above; `&mut` output cannot alias inputs.
         unsafe { self.run_unchecked(&in_ptrs, output.as_mut_ptr(), outer) };
         Ok(())

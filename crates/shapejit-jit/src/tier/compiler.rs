@@ -261,7 +261,7 @@ impl Shared {
         let Some(id) = region
             .inputs
             .get(ops.b)
-            .and_then(|&reg| constant_register(&self.program, reg))
+            .and_then(|&reg| constant_register(&self.program, reg, region.first_pc.index()))
         else {
             return kernel;
         };
@@ -314,18 +314,21 @@ impl Shared {
     }
 }
 
-/// The constant `reg` always holds: every instruction writing it loads that constant.
-fn constant_register(program: &Program, reg: Reg) -> Option<ConstId> {
-    let mut found = None;
-    for instr in program.instrs.iter().filter(|i| i.defs().contains(&reg)) {
-        match instr {
-            Instr::LoadConst { constant, .. } if found.is_none_or(|c| c == *constant) => {
-                found = Some(*constant);
-            }
-            _ => return None,
-        }
+/// The constant `reg` holds when the region starting at `before` reads it: the last
+/// instruction writing it before the region loads that constant.
+fn constant_register(program: &Program, reg: Reg, before: usize) -> Option<ConstId> {
+    // Registers are reused: the definition that reaches the region is the last one
+    // before it (regions sit in straight-line code; a wrong guess only costs the
+    // packing, since a call uses packed weights only for the very view they came
+    // from).
+    match program.instrs[..before.min(program.instrs.len())]
+        .iter()
+        .rev()
+        .find(|i| i.defs().contains(&reg))?
+    {
+        Instr::LoadConst { constant, .. } => Some(*constant),
+        _ => None,
     }
-    found
 }
 
 /// The compiler thread's loop: until the channel closes or shutdown.

@@ -13,11 +13,13 @@ use crate::{
     ShapeMode,
 };
 use shapejit_ir::DType;
-use shapejit_kernels::{StridedShape, View};
+use shapejit_kernels::elementwise::copy;
+use shapejit_kernels::{StridedShape, View, ViewMut};
 use shapejit_vm::hook::RegionKernel;
 use shapejit_vm::ops::{OpError, OutType, OutTypes, broadcast_shapes, pieces_for};
 use shapejit_vm::pool::Pool;
 use shapejit_vm::tensor::{Dims, TensorMut, TensorRef};
+use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -168,6 +170,11 @@ impl JitKernel {
     }
 }
 
+thread_local! {
+    /// A matmul's left operand gathered into rows (grown once per thread).
+    static GATHERED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Least product rows of a matmul piece (keeps register blocks full).
 const MIN_SPLIT_ROWS: usize = 16;
 
@@ -302,7 +309,7 @@ impl JitKernel {
         pool: Option<&Pool>,
     ) -> Result<(), OpError> {
         let (shape, outer) = self.shape_for(inputs)?;
-        let mut outs: Vec<&mut [f32]> = outputs
+        let mut outs: SmallVec<[&mut [f32]; 4]> = outputs
             .iter_mut()
             .enumerate()
             .map(|(k, t)| {
@@ -313,7 +320,7 @@ impl JitKernel {
         let jit_err = |e: crate::JitError| kernel_error(e.to_string());
         match &self.code {
             Code::Elementwise(k) => {
-                let slices: Vec<&[f32]> = inputs
+                let slices: SmallVec<[&[f32]; 8]> = inputs
                     .iter()
                     .enumerate()
                     .map(|(i, t)| input_slice(t, i))
@@ -330,7 +337,7 @@ impl JitKernel {
                 .map_err(jit_err)
             }
             Code::Row(k) => {
-                let slices: Vec<&[f32]> = inputs
+                let slices: SmallVec<[&[f32]; 8]> = inputs
                     .iter()
                     .enumerate()
                     .map(|(i, t)| input_slice(t, i))
@@ -369,22 +376,14 @@ impl JitKernel {
                 };
                 a_full[r - 1] = ka;
                 b_full[r - 2] = ka;
-                // Shared weights: one [batch·m, k] × [k, n] GEMM instead of one per batch.
+                // Shared weights: one [batch·m, k] × [k, n] GEMM instead of one per
+                // batch; an `a` whose rows do not collapse (a transposed view) is
+                // gathered into this thread's buffer first, so the product still runs
+                // once, on the packed weights.
                 let b_shape = inputs[ops.b].shape();
-                let flat = (b_shape.len() == 2 && r > 2 && !ops.trans_a)
-                    .then(|| flattened_rows(&inputs[ops.a]))
-                    .flatten();
-                let (a, b) = match flat {
-                    Some(a) => (
-                        a,
-                        operand_view(&inputs[ops.b], ops.trans_b, &[ka, shape[r - 1]])?,
-                    ),
-                    None => (
-                        operand_view(&inputs[ops.a], ops.trans_a, &a_full)?,
-                        operand_view(&inputs[ops.b], ops.trans_b, &b_full)?,
-                    ),
-                };
-                let extras: Vec<&[f32]> = ops
+                let shared = b_shape.len() == 2 && r > 2 && !ops.trans_a;
+                let rows: usize = shape[..r - 1].iter().product();
+                let extras: SmallVec<[&[f32]; 4]> = ops
                     .extras
                     .iter()
                     .map(|&i| input_slice(&inputs[i], i))
@@ -395,17 +394,45 @@ impl JitKernel {
                 // With a pool: the interpreter's matmul rule (20·k ps per output
                 // element, at least MIN_SPLIT_ROWS rows a piece). Without one the
                 // product runs whole (a piece's rows equal the whole product's).
-                match pool {
+                let run = |a: &View<f32>, b: &View<f32>, out: &mut [f32]| match pool {
                     Some(pool) => {
-                        let rows: usize = shape[..r - 1].iter().product();
                         let numel = rows * shape[r - 1];
                         let extent = shape[0].min(rows / MIN_SPLIT_ROWS);
                         let pieces = pieces_for(numel, 20 * ka as u128, extent);
-                        k.run_pieces(&a, &b, &extras, out, outer, pieces, &|n, f| pool.run(n, f))
+                        k.run_pieces(a, b, &extras, out, outer, pieces, &|n, f| pool.run(n, f))
                     }
-                    None => k.run(&a, &b, &extras, out, outer),
+                    None => k.run(a, b, &extras, out, outer),
+                };
+                let flat = shared.then(|| flattened_rows(&inputs[ops.a])).flatten();
+                match flat {
+                    Some(a) => {
+                        let b = operand_view(&inputs[ops.b], ops.trans_b, &[ka, shape[r - 1]])?;
+                        run(&a, &b, out).map_err(jit_err)
+                    }
+                    None if shared => {
+                        let b = operand_view(&inputs[ops.b], ops.trans_b, &[ka, shape[r - 1]])?;
+                        let a = operand_view(&inputs[ops.a], false, &a_full)?;
+                        GATHERED.with(|cell| {
+                            let mut buf = cell.borrow_mut();
+                            buf.clear();
+                            buf.resize(rows * ka, 0.0);
+                            let flat_shape = [rows, ka];
+                            let err =
+                                |e: shapejit_kernels::KernelError| kernel_error(e.to_string());
+                            let mut dst =
+                                ViewMut::contiguous(&mut buf[..], a.shape()).map_err(err)?;
+                            copy(&mut dst, &a).map_err(err)?;
+                            let a = View::contiguous(&buf[..], &flat_shape)
+                                .map_err(|e| kernel_error(e.to_string()))?;
+                            run(&a, &b, out).map_err(jit_err)
+                        })
+                    }
+                    None => {
+                        let a = operand_view(&inputs[ops.a], ops.trans_a, &a_full)?;
+                        let b = operand_view(&inputs[ops.b], ops.trans_b, &b_full)?;
+                        run(&a, &b, out).map_err(jit_err)
+                    }
                 }
-                .map_err(jit_err)
             }
             Code::Attention(k, _) => {
                 let s = k.spec();

@@ -182,6 +182,26 @@ impl DType {
         )
     }
 
+    /// Whether a `bitcast` (bits reinterpreted) to `to` is allowed: the byte
+    /// sizes agree, and `to` has no invalid bit patterns the source could
+    /// hold (bool and the sub-byte types only from themselves). The one rule
+    /// for inference and the VM.
+    pub fn bitcast_to(self, to: DType) -> Result<(), String> {
+        if self.size() != to.size() {
+            return Err(format!(
+                "bitcast from {self} ({} bytes) to {to} ({} bytes)",
+                self.size(),
+                to.size()
+            ));
+        }
+        if to.bits() < 8 && self != to {
+            return Err(format!(
+                "bitcast from {self} to {to}, whose bytes do not hold every bit pattern"
+            ));
+        }
+        Ok(())
+    }
+
     /// The bits of each stored byte an element uses: 1 for bool, 4 or 2 for
     /// the sub-byte types, `8 * size` otherwise (the other bits are zero).
     pub fn bits(self) -> usize {

@@ -119,6 +119,7 @@ pub fn infer(op: &Op, inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Vec<I
         Op::Binary(b) => one(elementwise::binary(*b, inputs, ctx)),
         Op::Where => one(elementwise::where_(inputs, ctx)),
         Op::Cast { to } => one(elementwise::cast(*to, inputs)),
+        Op::BitCast { to } => one(elementwise::bitcast(*to, inputs)),
         Op::Identity => {
             arity(inputs, 1, 1)?;
             Ok(vec![Inferred {

@@ -452,6 +452,13 @@ pub enum Op {
         /// target dtype
         to: DType,
     },
+    /// Reinterprets each element's bits as `to`, of the same byte size (not
+    /// bool or a sub-byte type as the target unless the source is the same
+    /// dtype). Inputs: `x`. Exact.
+    BitCast {
+        /// target dtype
+        to: DType,
+    },
     /// Batched matrix product with broadcast batch dims (NumPy `matmul`); rank-1
     /// operands are promoted and the added dim removed. Inputs: `a`, `b`.
     /// Tolerance: 1e-5 relative to `sum |a||b|`.
@@ -740,6 +747,7 @@ impl Op {
             Op::Binary(b) => b.name(),
             Op::Where => "where",
             Op::Cast { .. } => "cast",
+            Op::BitCast { .. } => "bitcast",
             Op::MatMul => "matmul",
             Op::Gemm { .. } => "gemm",
             Op::Reduce { op, .. } => op.name(),

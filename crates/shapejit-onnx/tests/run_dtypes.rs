@@ -422,3 +422,42 @@ fn packed_int4_and_e8m0_load_and_cast() {
     let err = import(&m).unwrap_err().to_string();
     assert!(err.contains("'w'") && err.contains("packed bytes"), "{err}");
 }
+
+#[test]
+fn bitcast_reinterprets_bits_of_the_same_size() {
+    let bitcast = |from: i32, to: i32| {
+        let n = node("BitCast", &["a"], &["y"], vec![a_int("to", to.into())]);
+        model(
+            26,
+            graph(
+                vec![n],
+                vec![vi("a", from, &["4"])],
+                vec![vi("y", to, &["4"])],
+                vec![],
+            ),
+        )
+    };
+    let xs = [1.5f32, -0.0, f32::NAN, f32::INFINITY];
+    let out = run(
+        &bitcast(data_type::FLOAT, data_type::INT32),
+        &[Tensor::from_vec(xs.to_vec(), &[4]).unwrap()],
+    );
+    let want: Vec<i32> = xs.iter().map(|x| x.to_bits() as i32).collect();
+    assert_eq!(out[0].as_slice::<i32>().unwrap(), want.as_slice());
+    let out = run(
+        &bitcast(data_type::INT8, data_type::UINT8),
+        &[Tensor::from_vec(vec![-1i8, -128, 0, 127], &[4]).unwrap()],
+    );
+    assert_eq!(out[0].as_slice::<u8>().unwrap(), &[255, 128, 0, 127]);
+    // a different size, or a target with invalid bit patterns, is refused
+    for (from, to) in [
+        (data_type::FLOAT, data_type::INT64),
+        (data_type::INT8, data_type::BOOL),
+    ] {
+        let err = import(&bitcast(from, to)).unwrap_err().to_string();
+        assert!(
+            err.contains("BitCast") && err.contains("bitcast from"),
+            "{err}"
+        );
+    }
+}

@@ -215,6 +215,13 @@ pub(super) fn where_(inputs: &[&ValueInfo], ctx: &InferCtx) -> Result<Inferred, 
     Ok(Inferred::new(dtype, shape))
 }
 
+/// `bitcast`: same shape, a dtype of the same size ([`DType::bitcast_to`]).
+pub(super) fn bitcast(to: DType, inputs: &[&ValueInfo]) -> Result<Inferred, String> {
+    arity(inputs, 1, 1)?;
+    inputs[0].ty.dtype.bitcast_to(to)?;
+    Ok(Inferred::new(to, inputs[0].ty.shape.clone()))
+}
+
 /// `cast`: same shape; integer contents stay known across integer casts.
 pub(super) fn cast(to: DType, inputs: &[&ValueInfo]) -> Result<Inferred, String> {
     arity(inputs, 1, 1)?;

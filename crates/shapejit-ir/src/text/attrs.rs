@@ -98,7 +98,7 @@ pub(super) fn attrs_of(op: &Op) -> Vec<(&'static str, AttrValue)> {
             )]
         }
         Op::Unary(UnaryOp::Clip { min, max }) => vec![("min", Float(*min)), ("max", Float(*max))],
-        Op::Cast { to } => vec![("to", Word(to.name().into()))],
+        Op::Cast { to } | Op::BitCast { to } => vec![("to", Word(to.name().into()))],
         Op::Gemm {
             alpha,
             beta,
@@ -497,13 +497,17 @@ pub(super) fn op_from(
     } else {
         match name {
             "where" => Op::Where,
-            "cast" => {
+            "cast" | "bitcast" => {
                 let (i, w) = a.word("to", None)?;
                 let to = DType::from_name(&w).ok_or_else(|| AttrError {
                     index: i,
-                    message: format!("attribute 'to': expected f32, i32, i64 or bool, found {w}"),
+                    message: format!("attribute 'to': expected a dtype name, found {w}"),
                 })?;
-                Op::Cast { to }
+                if name == "cast" {
+                    Op::Cast { to }
+                } else {
+                    Op::BitCast { to }
+                }
             }
             "matmul" => Op::MatMul,
             "gemm" => Op::Gemm {

@@ -184,6 +184,14 @@ fn every_op() -> Graph {
         };
         let _ = b.op(cum, &[mm, s]).unwrap();
     }
+    let _ = b
+        .op(
+            crate::Op::BitCast {
+                to: crate::DType::I32,
+            },
+            &[mm],
+        )
+        .unwrap();
     let k = b.constant("k", Tensor::scalar(1i64));
     let _ = b
         .node(

@@ -439,3 +439,21 @@ pub fn window(cx: &mut NodeCx, kind: Window) -> NodeResult<Vec<ValueId>> {
     }
     Ok(vec![cx.op(Op::Cast { to }, &[y])?])
 }
+
+/// `BitCast(x; to)`: the bits of each element read as `to`, of the same size
+/// (a different size, which reshapes the last dim, is unsupported).
+pub fn bit_cast(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
+    let x = cx.input(0)?;
+    let code = cx
+        .attr_int("to")?
+        .ok_or_else(|| cx.bad("required attribute 'to' is missing"))?;
+    let to = i32::try_from(code)
+        .ok()
+        .and_then(dtype_of)
+        .ok_or_else(|| cx.unsupported(unsupported_dtype(code as i32)))?;
+    cx.ty(x)
+        .dtype
+        .bitcast_to(to)
+        .map_err(|e| cx.unsupported(e))?;
+    Ok(vec![cx.op(Op::BitCast { to }, &[x])?])
+}

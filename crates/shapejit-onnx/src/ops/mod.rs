@@ -109,6 +109,7 @@ pub const OPS: &[(&str, &[i64], MapFn)] = &[
     ("Cast", &[6, 9, 13, 19, 21, 23, 24, 25, 28], |cx| {
         ew::cast(cx)
     }),
+    ("BitCast", &[26], |cx| ew::bit_cast(cx)),
     ("MatMul", &[1, 9, 13], |cx| nn::matmul(cx)),
     ("Gemm", &[6, 7, 9, 11, 13], |cx| nn::gemm(cx)),
     ("Softmax", &[1, 11, 13], |cx| nn::softmax(cx, false)),

@@ -44,6 +44,7 @@ const ANY_DTYPE: &[&str] = &[
     "ConstantOfShape",
     "Cast",
     "CastLike",
+    "BitCast",
     "EyeLike",
     "Where",
     "Equal",

@@ -476,6 +476,29 @@ pub(crate) fn where_(op: &Op, inputs: &[TensorRef], out: &mut TensorMut) -> Resu
     })
 }
 
+/// `bitcast`: each element's bytes reinterpreted as `to` (same size, and a
+/// target without invalid bit patterns, as [`DType::bitcast_to`] checks).
+pub(crate) fn bitcast(
+    op: &Op,
+    to: DType,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+) -> Result<(), OpError> {
+    inputs[0]
+        .dtype
+        .bitcast_to(to)
+        .map_err(|e| super::util::value_err(op, e))?;
+    with_dtype!(inputs[0].dtype, A => with_dtype!(to, O => {
+        map1(op, inputs, out, |x: A| {
+            // SAFETY: `bitcast_to` checked that A and O have the same size;
+            // both are plain data (no padding), and O is not bool or a
+            // sub-byte type unless it is A itself, so every bit pattern of an
+            // A is a valid O.
+            unsafe { std::mem::transmute_copy::<A, O>(&x) }
+        })
+    }))
+}
+
 /// `cast`: every dtype to every dtype, by [`shapejit_ir::Scalar`]'s rule.
 pub(crate) fn cast(
     op: &Op,

@@ -205,6 +205,14 @@ pub fn output_types(op: &Op, inputs: &[TensorRef]) -> Result<OutTypes, OpError> 
             arity(op, inputs, 1, 1)?;
             single(OutType::new(*to, inputs[0].layout.shape.clone()))
         }
+        Op::BitCast { to } => {
+            arity(op, inputs, 1, 1)?;
+            inputs[0]
+                .dtype
+                .bitcast_to(*to)
+                .map_err(|e| util::value_err(op, e))?;
+            single(OutType::new(*to, inputs[0].layout.shape.clone()))
+        }
         Op::MatMul => single(linalg::matmul_type(op, inputs)?),
         Op::Gemm {
             trans_a, trans_b, ..
@@ -453,6 +461,7 @@ fn compute(
         Op::Binary(b) => elementwise::binary(op, *b, inputs, &mut outputs[0]),
         Op::Where => elementwise::where_(op, inputs, &mut outputs[0]),
         Op::Cast { to } => elementwise::cast(op, *to, inputs, &mut outputs[0]),
+        Op::BitCast { to } => elementwise::bitcast(op, *to, inputs, &mut outputs[0]),
         Op::MatMul => linalg::matmul(op, inputs, &mut outputs[0], packed_b),
         Op::Gemm {
             alpha,

@@ -15,7 +15,7 @@
 //! at every vector width, without `mul_add`; exp is the level's [`Unary::Exp`]).
 
 use crate::cpu::Level;
-use crate::rows::softmax_in_place;
+use crate::rows::{normalize_row, subtract_max};
 #[cfg(target_arch = "x86_64")]
 use crate::simd::vector::{Avx2, Avx512};
 use crate::simd::vector::{Scalar, Simd};
@@ -252,7 +252,14 @@ unsafe fn head_at<S: Simd>(s: S, h: &Head, scratch: &mut [f32], exp: UnaryFn) {
                 *v += unsafe { *m.ptr.offset(i as isize * m.row + j as isize * m.col) };
             }
         }
-        softmax_in_place(exp, row);
+        subtract_max(row);
+    }
+    // one exp pass over every row (the padding columns are finite and never read)
+    let rows = &mut scores[..s_q * sk];
+    // SAFETY: in place on the rows' elements.
+    unsafe { exp(rows.as_ptr(), rows.as_mut_ptr(), rows.len()) };
+    for i in 0..s_q {
+        normalize_row(&mut scores[i * sk..i * sk + s_k]);
     }
     // SAFETY: as above; the products read `s_k` columns of the scores, the rows of
     // `v`, and write the padded output tile.

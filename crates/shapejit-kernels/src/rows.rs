@@ -83,18 +83,23 @@ fn softmax_rows(level: Level, x: &[f32], out: &mut [f32], n: usize, log: bool) {
     }
 }
 
-/// The softmax of one row in place, with the arithmetic of [`softmax`] on a row
-/// (`exp` is the level's [`Unary::Exp`] entry).
-pub(crate) fn softmax_in_place(exp: crate::UnaryFn, row: &mut [f32]) {
+/// The first step of [`softmax`] on one row, in place: `x - max(x)` (the same
+/// arithmetic; the exp pass comes next, see [`normalize_row`]).
+#[inline(always)]
+pub(crate) fn subtract_max(row: &mut [f32]) {
     let m = max_of(row);
     for v in row.iter_mut() {
         *v -= m;
     }
-    // SAFETY: in place on the row's elements.
-    unsafe { exp(row.as_ptr(), row.as_mut_ptr(), row.len()) };
+}
+
+/// The last step of [`softmax`] on one row of `e^(x - max)`, in place: scaled by
+/// `1 / Σ` (the same arithmetic).
+#[inline(always)]
+pub(crate) fn normalize_row(row: &mut [f32]) {
     let sum = sum_lanes(row);
     // `x` is only read for log-softmax
-    finish_row(&[], row, m, sum, false);
+    finish_row(&[], row, 0.0, sum, false);
 }
 
 /// Turns `dst = e^(x - m)` with `sum = Σ dst` into the softmax (or log-softmax) of `x`.

@@ -106,6 +106,11 @@ pub type Spread<'a> = &'a dyn Fn(usize, &(dyn Fn(usize) + Sync));
 /// A call's iteration shape (no allocation for the usual ranks).
 pub type Shape = SmallVec<[usize; 6]>;
 
+/// The [`Spread`] without a pool: every piece on the calling thread, in order.
+pub fn in_order(n: usize, f: &(dyn Fn(usize) + Sync)) {
+    (0..n).for_each(f)
+}
+
 /// Buffer pointers shared by the pieces of one call.
 struct Pointers {
     ins: SmallVec<[*const f32; 8]>,
@@ -214,7 +219,7 @@ impl ElementwiseKernel {
         outputs: &mut [&mut [f32]],
         outer: usize,
     ) -> Result<(), JitError> {
-        self.run_pieces(inputs, outputs, outer, 1, &|n, f| (0..n).for_each(f))
+        self.run_pieces(inputs, outputs, outer, 1, &in_order)
     }
 
     /// As [`Self::run`], in `pieces` ranges of dim 0 (clamped to what the kernel can

@@ -46,7 +46,7 @@ pub mod tier;
 pub use attention::{AttentionKernel, AttentionSpec, Operands as AttentionOperands, ScaleOp};
 pub use elementwise::{
     ElementwiseKernel, ElementwiseSpec, Shape, Spread, compile_elementwise,
-    compile_elementwise_inline,
+    compile_elementwise_inline, in_order,
 };
 pub use error::JitError;
 pub use isa::check_host;

@@ -27,7 +27,9 @@ use shapejit_kernels::packed::{PackedB, matmul_packed, packed_pays};
 use shapejit_kernels::{View, ViewMut, matmul::matmul};
 use smallvec::SmallVec;
 
-use crate::elementwise::{ElementwiseKernel, ElementwiseSpec, Shape, Spread, compile_elementwise};
+use crate::elementwise::{
+    ElementwiseKernel, ElementwiseSpec, Shape, Spread, compile_elementwise, in_order,
+};
 use crate::error::JitError;
 use crate::kernel::CompiledCode;
 use crate::layout::{InputLayout, ShapeMode};
@@ -187,7 +189,7 @@ impl MatMulKernel {
         out: &mut [f32],
         outer: usize,
     ) -> Result<(), JitError> {
-        self.run_pieces(a, b, extras, out, outer, 1, &|n, f| (0..n).for_each(f))
+        self.run_pieces(a, b, extras, out, outer, 1, &in_order)
     }
 
     /// As [`Self::run`], in up to `pieces` ranges of the output's dim 0 handed to

@@ -10,7 +10,7 @@ use super::policy::too_slow;
 use super::translate::MatMulOperands;
 use crate::{
     AttentionKernel, AttentionOperands, CompiledCode, ElementwiseKernel, MatMulKernel, RowKernel,
-    ShapeMode,
+    ShapeMode, in_order,
 };
 use shapejit_ir::DType;
 use shapejit_kernels::elementwise::copy;
@@ -465,11 +465,11 @@ impl JitKernel {
                     .first_mut()
                     .ok_or_else(|| kernel_error("no output".to_string()))?;
                 let pieces = AttentionKernel::pieces(q.shape(), kk.shape(), v.shape());
-                match pool {
-                    Some(pool) => k.run(&ops, out, pieces, &|n, f| pool.run(n, f)),
-                    None => k.run(&ops, out, pieces, &|n, f| (0..n).for_each(f)),
-                }
-                .map_err(jit_err)
+                let spread = |n: usize, f: &(dyn Fn(usize) + Sync)| match pool {
+                    Some(pool) => pool.run(n, f),
+                    None => in_order(n, f),
+                };
+                k.run(&ops, out, pieces, &spread).map_err(jit_err)
             }
         }
     }

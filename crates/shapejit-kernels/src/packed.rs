@@ -5,13 +5,16 @@
 //! (the built-in transformer at batch 1) runs at under half of the machine's FMA peak
 //! through `gemm`. [`PackedB`] stores `b` once as column panels of [`NR`] floats per
 //! row of `b` (zero-padded at the right edge); [`matmul_packed`] then streams each
-//! panel from cache against [`MR`] rows of `a` read in place, keeping an `MR × NR`
-//! block of the product in registers (12 AVX registers), over `k` in blocks of
-//! [`KC`] so a panel block stays in L1 while it meets every row block of `a`. At
-//! AVX-512 the kernel takes two panels at a time against up to 12 rows (24 zmm
-//! accumulators, masked loads and stores at the right edge). The last pass's
-//! [`Epilogue`] adds a bias and applies an [`Activation`] while the tile is in
-//! registers.
+//! panel from cache against [`MR`] rows of `a`, keeping an `MR × NR` block of the
+//! product in registers (12 AVX registers), over `k` in blocks of [`KC`] so a panel
+//! block stays in L1 while it meets every row block of `a`. At AVX-512 the kernel
+//! takes two panels at a time against up to 12 rows (24 zmm accumulators, masked
+//! loads and stores at the right edge). Rows of `a` are read in place for narrow
+//! products; when `b` has more than a few panels, each `MC × KC` block of `a` is
+//! first copied, row block by row block, so the kernel reads its rows' values of one
+//! `k` step from one cache line (a thread-local scratch that grows once). The last
+//! pass's [`Epilogue`] scales, adds a bias and applies an [`Activation`] while the
+//! tile is in registers (vectorized at AVX-512).
 //!
 //! **Invariant:** every product element is `alpha · fma(a[i,k-1], b[k-1,j], … fma(a[i,0],
 //! b[0,j], 0))`: the sum runs in `k` order with one rounding per step on every path
@@ -335,6 +338,12 @@ pub fn matmul_packed_step(
     }
     let kernel = Kernel::for_level(crate::cpu::level());
     let n_panels = n.div_ceil(NR);
+    let pack_a = kernel != Kernel::Portable && n_panels > A_PACK_MIN_PANELS;
+    A_BLOCK.with_borrow_mut(|scratch| {
+        if pack_a && scratch.len() < MC * KC {
+            scratch.resize(MC * KC, 0.0);
+        }
+    });
     for pc in (0..k).step_by(KC) {
         let kc = KC.min(k - pc);
         let pass = Pass {
@@ -351,27 +360,98 @@ pub fn matmul_packed_step(
         let panel = |p: usize| &b.panels[(p * k + pc) * NR..][..kc * NR];
         for ic in (0..m).step_by(MC) {
             let rows_in_block = MC.min(m - ic);
-            let mut p = 0;
-            while p < n_panels {
-                // the AVX-512 kernel takes two panels (32 columns) at a time
-                let pair = kernel == Kernel::Avx512 && p + 1 < n_panels;
-                let panels = [panel(p), if pair { panel(p + 1) } else { &[] }];
-                let width = if pair { 2 * NR } else { NR };
-                for (row, rows) in row_blocks(ic, rows_in_block, kernel.max_rows()) {
-                    let tile = Tile {
-                        row,
-                        rows,
-                        col: p * NR,
-                        cols: width.min(n - p * NR),
-                        ldc: n,
-                    };
-                    block(kernel, &a, panels, out, &pass, &tile);
+            let blocks = || row_blocks(ic, rows_in_block, kernel.max_rows());
+            A_BLOCK.with_borrow_mut(|scratch| {
+                let packed = if pack_a {
+                    pack_a_block(&a, blocks(), pc, kc, scratch);
+                    Some(&scratch[..])
+                } else {
+                    None
+                };
+                let mut p = 0;
+                while p < n_panels {
+                    // the AVX-512 kernel takes two panels (32 columns) at a time
+                    let pair = kernel == Kernel::Avx512 && p + 1 < n_panels;
+                    let panels = [panel(p), if pair { panel(p + 1) } else { &[] }];
+                    let width = if pair { 2 * NR } else { NR };
+                    for (row, rows) in blocks() {
+                        let tile = Tile {
+                            row,
+                            rows,
+                            col: p * NR,
+                            cols: width.min(n - p * NR),
+                            ldc: n,
+                        };
+                        match packed {
+                            Some(data) => {
+                                let a = packed_a_operand(data, ic, row, rows, pc, kc);
+                                block(kernel, &a, panels, out, &pass, &tile)
+                            }
+                            None => block(kernel, &a, panels, out, &pass, &tile),
+                        }
+                    }
+                    p += if pair { 2 } else { 1 };
                 }
-                p += if pair { 2 } else { 1 };
-            }
+            });
         }
     }
     Ok(())
+}
+
+/// Panels beyond which [`matmul_packed_step`] copies each `MC × KC` block of `a`
+/// into [`A_BLOCK`] before multiplying: every row block then reads its `a` values
+/// contiguously (no L1 set conflicts between rows a multiple of 4 KiB apart, no
+/// strided gathers), which pays once the block meets more than this many panels.
+const A_PACK_MIN_PANELS: usize = 2;
+
+thread_local! {
+    /// One `MC × KC` block of `a`, each register block of rows stored `kk`-major
+    /// (see [`pack_a_block`]); grown once per thread, reused by every call.
+    static A_BLOCK: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Copies columns `k0 .. k0 + kc` of the row blocks `blocks` (consecutive, the
+/// first starting at the cache block's first row) into `dst`: the block of `rows`
+/// rows starting `at` rows into the cache block holds element `(row + r, k0 + kk)`
+/// at `at·kc + kk·rows + r`.
+fn pack_a_block(
+    a: &Operand,
+    blocks: impl Iterator<Item = (usize, usize)>,
+    k0: usize,
+    kc: usize,
+    dst: &mut [f32],
+) {
+    let mut at = 0;
+    for (row, rows) in blocks {
+        let block = &mut dst[at * kc..(at + rows) * kc];
+        for (kk, step) in block.chunks_exact_mut(rows).enumerate() {
+            for (r, x) in step.iter_mut().enumerate() {
+                // Invariant: rows and columns of this pass lie inside a's view.
+                *x = a.data[a.at(row + r, k0 + kk)];
+            }
+        }
+        at += rows;
+    }
+}
+
+/// The [`Operand`] that reads the register block of `rows` rows at `row` (in the
+/// cache block starting at row `ic`) from [`pack_a_block`]'s layout, for the pass
+/// over columns `k0 ..`: `at(row + r, k0 + kk)` is that block's element.
+fn packed_a_operand(
+    data: &[f32],
+    ic: usize,
+    row: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+) -> Operand<'_> {
+    let start = ((row - ic) * kc) as isize;
+    Operand {
+        data,
+        offset: start - row as isize - (k0 * rows) as isize,
+        rs: 1,
+        cs: rows as isize,
+    }
 }
 
 /// Which register kernel runs the blocks (from the CPU level in use).
@@ -554,6 +634,7 @@ mod tests {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{Bias, NR, Operand, Pass, Tile};
+    use crate::simd::vector::{Avx512, Simd};
     use std::arch::x86_64::*;
 
     /// The offsets of rows `tile.row .. + R` of `a` at column `pass.k0`, after
@@ -693,28 +774,72 @@ mod x86 {
         let rows = row_starts::<R>(a, pass, tile);
         assert!(panels.iter().all(|p| p.len() >= pass.kc * NR));
         let base = a.data.as_ptr();
-        for kk in 0..pass.kc {
-            // SAFETY: kk < kc, so kk·NR + 16 ≤ each panel's length; the a offsets lie
-            // between the rows' first and last elements of this pass, checked above.
-            unsafe {
-                let b: [__m512; P] =
-                    std::array::from_fn(|h| _mm512_loadu_ps(panels[h].as_ptr().add(kk * NR)));
-                for r in 0..R {
-                    let x = _mm512_set1_ps(*base.offset(rows[r] as isize + kk as isize * a.cs));
-                    for h in 0..P {
-                        acc[r][h] = _mm512_fmadd_ps(x, b[h], acc[r][h]);
+        if a.rs == 1 && a.cs == R as isize {
+            // `a` packed (`pack_a_block`): the R values of step kk are adjacent,
+            // one pointer walks them all
+            for kk in 0..pass.kc {
+                // SAFETY: as below; row r of step kk is `rows[0] + kk·R + r`,
+                // between the rows' first and last elements, checked above.
+                unsafe {
+                    let ak = base.add(rows[0] + kk * R);
+                    let b: [__m512; P] =
+                        std::array::from_fn(|h| _mm512_loadu_ps(panels[h].as_ptr().add(kk * NR)));
+                    for (r, row) in acc.iter_mut().enumerate() {
+                        let x = _mm512_set1_ps(*ak.add(r));
+                        for (sum, &b) in row.iter_mut().zip(&b) {
+                            *sum = _mm512_fmadd_ps(x, b, *sum);
+                        }
+                    }
+                }
+            }
+        } else {
+            for kk in 0..pass.kc {
+                // SAFETY: kk < kc, so kk·NR + 16 ≤ each panel's length; the a offsets
+                // lie between the rows' first and last elements of this pass, checked
+                // above.
+                unsafe {
+                    let b: [__m512; P] =
+                        std::array::from_fn(|h| _mm512_loadu_ps(panels[h].as_ptr().add(kk * NR)));
+                    for r in 0..R {
+                        let x = _mm512_set1_ps(*base.offset(rows[r] as isize + kk as isize * a.cs));
+                        for h in 0..P {
+                            acc[r][h] = _mm512_fmadd_ps(x, b[h], acc[r][h]);
+                        }
                     }
                 }
             }
         }
-        let mut sums = [[0f32; 2 * NR]; R];
-        for (sum, acc) in sums.iter_mut().zip(&acc) {
-            for (h, &v) in acc.iter().enumerate() {
-                // SAFETY: `sum` holds 2·NR floats and h < P ≤ 2.
-                unsafe { _mm512_storeu_ps(sum.as_mut_ptr().add(h * NR), v) };
+        // spilled first, so the k loop indexes `acc` with constants only and it
+        // stays in registers (finishing straight from `acc` halved the throughput)
+        let mut sums = [[_mm512_setzero_ps(); P]; R];
+        sums.copy_from_slice(&acc);
+        // SAFETY: the CPU has AVX-512 F/BW/DQ/VL (`Kernel::Avx512` is chosen
+        // only at that level).
+        let s = unsafe { Avx512::new() };
+        for (r, row) in sums.iter().enumerate() {
+            let o = (tile.row + r) * tile.ldc + tile.col;
+            let dst = &mut out[o..o + tile.cols];
+            for (h, &sum) in row.iter().enumerate() {
+                let mut v = pass.scale.map_or(sum, |c| s.mul(sum, s.splat(c)));
+                match pass.epilogue.bias {
+                    Bias::None => {}
+                    Bias::PerRow(b) => v = s.add(v, s.splat(b[tile.row + r])),
+                    Bias::PerColumn(b) => {
+                        let b = &b[tile.col..tile.col + tile.cols];
+                        // SAFETY: the mask enables only lanes below `tile.cols - 16h`,
+                        // inside `b`.
+                        let bv = unsafe { _mm512_maskz_loadu_ps(masks[h], b.as_ptr().add(h * NR)) };
+                        v = s.add(v, bv);
+                    }
+                }
+                if let Some(act) = pass.epilogue.activation {
+                    v = act.apply_v(s, v);
+                }
+                // SAFETY: the mask enables only lanes below `tile.cols - 16h`, inside
+                // `dst`.
+                unsafe { _mm512_mask_storeu_ps(dst.as_mut_ptr().add(h * NR), masks[h], v) };
             }
         }
-        finish_tile(&sums, out, pass, tile);
     }
 
     /// [`avx512`] over two panels (32 columns).

@@ -84,7 +84,13 @@ fn every_block_height_and_panel_edge() {
 
 #[test]
 fn several_k_passes_and_cache_blocks() {
-    for (m, k, n) in [(7, 256, 16), (13, 257, 33), (100, 600, 20), (3, 1, 5)] {
+    for (m, k, n) in [
+        (7, 256, 16),
+        (13, 257, 33),
+        (100, 600, 20),
+        (3, 1, 5),
+        (150, 300, 70),
+    ] {
         check(m, k, n, false, 1.0);
         check(m, k, n, true, 0.125);
     }
@@ -141,6 +147,10 @@ fn bias_epilogue_rounds_as_a_separate_add() {
                     None,
                     Some(Activation::Relu),
                     Some(Activation::LeakyRelu(0.5)),
+                    Some(Activation::Clip {
+                        min: -0.25,
+                        max: 0.5,
+                    }),
                 ] {
                     let mut fused = vec![f32::NAN; m * n];
                     let epilogue = Epilogue { bias, activation };

@@ -1,4 +1,5 @@
-//! f32 transcendentals: branch-free range reductions and polynomials, written
+//! f32 transcendentals: range reductions and polynomials, branch-free per lane
+//! (a vector skips a slow path only when none of its lanes takes it), written
 //! once against the SIMD vector trait ([`crate::simd::vector::Simd`]) and
 //! instantiated per CPU level. The public functions here are the one-lane
 //! ([`Scalar`]) instantiation; [`crate::vmath`] runs the same formulas over
@@ -11,12 +12,14 @@
 //! [`crate::vmath`] at each level the CPU has.
 //!
 //! **Invariant:** only IEEE `+ - * / √`, fused multiply-adds (two roundings at
-//! the scalar level), comparisons, selects and bit operations are used; the
+//! the scalar level), comparisons, selects, bit operations and table lookups
+//! (exact: a coefficient picked by an index held in a lane) are used; the
 //! AVX2 and AVX-512 instantiations run the same operations per lane, so their
 //! results are bit-identical.
 //! **Invariant:** NaN in gives NaN out; ±inf give the limits.
 
-// polynomial coefficients are kept digit for digit as published (Cephes, NR)
+// polynomial coefficients are kept digit for digit as published (Cephes, NR) or fitted
+// (`tools/fit_piecewise.py`)
 #![allow(clippy::excessive_precision)]
 
 use crate::simd::vector::{Scalar, Simd};
@@ -184,50 +187,113 @@ fn neg_square<S: Simd>(s: S, x: S::V, max: f32, scale: f32) -> (S::V, S::V) {
     )
 }
 
-/// `erf(x)` on `|x| < 0.5`: Taylor series to `x¹⁵`.
+/// A piecewise polynomial of `a ≥ 0` with 16 pieces, chosen by `u ≥ 0` (a
+/// monotone function of `a`): `u·inv_d` rounded to the nearest integer `i` (at
+/// most 15) picks `mid[i]` and row `i` of `table` (coefficients highest degree
+/// first), evaluated at `t = a - mid[i]`.
+///
+/// The piece's index is read from the low bits of `u·inv_d + 1.5·2²³` by
+/// [`Simd::lookup16`], so finding it costs one multiply-add; `t` is exact
+/// (`a` is within a factor 2 of `mid[i]`, or `mid[0] = 0`), so a rounded `u`
+/// only moves `a` to a neighbouring piece, which is fitted with a margin.
 #[inline(always)]
-fn erf_small<S: Simd>(s: S, x: S::V) -> S::V {
-    const C: [f32; 8] = [
-        -1.492_565e-5,
-        1.205_533_3e-4,
-        -8.548_327e-4,
-        5.223_977_6e-3,
-        -2.686_617e-2,
-        0.112_837_92,
-        -0.376_126_4,
-        std::f32::consts::FRAC_2_SQRT_PI,
-    ];
-    s.mul(horner(s, s.mul(x, x), C), x)
+fn piecewise<S: Simd, const N: usize>(
+    s: S,
+    u: S::V,
+    inv_d: f32,
+    a: S::V,
+    mid: &[f32; 16],
+    table: &[[f32; 16]; N],
+) -> S::V {
+    let i = s.mul_add(u, s.splat(inv_d), s.splat(ROUND_MAGIC));
+    let t = s.sub(a, s.lookup16(i, mid));
+    let mut acc = s.lookup16(i, &table[0]);
+    for row in &table[1..] {
+        acc = s.mul_add(acc, t, s.lookup16(i, row));
+    }
+    acc
 }
+
+/// `erf(a)` for `0 ≤ a ≤ ERF_MAX`: 16 pieces of degree 6, uniform in `a`, the
+/// one at 0 without a constant term (fitted for least relative error, at most
+/// 0.01 ulp before rounding; `tools/fit_piecewise.py erf`).
+const ERF_MAX: f32 = 3.9;
+/// From here on `erf` rounds to ±1.
+const ERF_ONE: f32 = 3.85;
+const ERF_INV_D: f32 = 3.9102564;
+#[rustfmt::skip]
+const ERF_MID: [f32; 16] = [0.0, 0.2557377, 0.5114754, 0.7672131, 1.0229508, 1.2786885, 1.5344262, 1.790164, 2.0459015, 2.3016393, 2.557377, 2.813115, 3.0688524, 3.3245902, 3.580328, 3.8040984];
+// piece 0's slope is 2/√π, as fitted
+#[allow(clippy::approx_constant)]
+#[rustfmt::skip]
+const ERF: [[f32; 16]; 7] = [
+    [-0.01031067, -0.040253803, -0.049283873, -0.02470727, 0.0067224638, 0.021687793, 0.018045047, 0.0073382067, -0.0004737664, -0.0030447084, -0.0025548546, -0.0013877234, -0.0005719581, -0.00018909623, -5.1524723e-05, -1.412155e-05],
+    [0.114328764, 0.07818612, 0.004080171, -0.055348154, -0.06796209, -0.043388862, -0.0111548025, 0.008410523, 0.012991163, 0.009718706, 0.005212602, 0.0021984675, 0.00075763353, 0.00021769633, 5.2795825e-05, 1.32259465e-05],
+    [-9.954057e-05, 0.12923884, 0.18339898, 0.1459912, 0.061291993, -0.012658816, -0.046820495, -0.046569154, -0.031438094, -0.01645092, -0.007001895, -0.0024818466, -0.0007426102, -0.00018920098, -4.12878e-05, -9.633095e-06],
+    [-0.37612337, -0.30622643, -0.13805358, 0.03699881, 0.14435376, 0.1664502, 0.1324512, 0.08254876, 0.042175528, 0.018058872, 0.006562056, 0.0020394942, 0.000545051, 0.00012572194, 2.5098301e-05, 5.454717e-06],
+    [-3.323027e-08, -0.27029997, -0.44428873, -0.48054984, -0.40537018, -0.28127366, -0.16438812, -0.08195396, -0.03511621, -0.01299566, -0.004167607, -0.0011609222, -0.00028139015, -5.9426562e-05, -1.0946317e-05, -2.228232e-06],
+    [1.1283792, 1.0569427, 0.86864144, 0.6263577, 0.39627534, 0.21997042, 0.107133284, 0.045780137, 0.017164174, 0.0056462632, 0.0016296415, 0.00041268236, 9.16924e-05, 1.7874883e-05, 3.0573585e-06, 5.857457e-07],
+    [0.0, 0.28239965, 0.53052616, 0.72207975, 0.85201085, 0.9294462, 0.96999365, 0.98864806, 0.99618834, 0.99886614, 0.9997016, 0.9999306, 0.99998575, 0.99999744, 0.9999996, 0.99999994],
+];
 
 #[inline(always)]
 pub(crate) fn erf_v<S: Simd>(s: S, x: S::V) -> S::V {
-    let t = s.and_bits(x, ABS);
-    // erfc(10) underflows f32
-    let (hi, lo) = neg_square(s, t, 10.0, 1.0);
-    let big = copysign(s, s.sub(s.splat(1.0), erfc_core(s, t, hi, lo)), x);
-    s.select(s.lt(t, s.splat(0.5)), erf_small(s, x), big)
+    // `min` with the constant first keeps NaN
+    let a = s.min(s.splat(ERF_MAX), s.and_bits(x, ABS));
+    let y = piecewise(s, a, ERF_INV_D, a, &ERF_MID, &ERF);
+    let y = s.select(s.ge(a, s.splat(ERF_ONE)), s.splat(1.0), y);
+    s.or(y, s.and_bits(x, SIGN))
 }
 
+/// `Φ(-a) = erfc(a/√2)/2` for `0 ≤ a ≤ GELU_MAX`: 16 pieces of degree 7, uniform
+/// in `a(a + 3)` (so the pieces far out, where `Φ` falls fastest, are narrow;
+/// fitted for least relative error, at most 0.06 ulp before rounding;
+/// `tools/fit_piecewise.py gelu`).
+const GELU_MAX: f32 = 5.5;
+const GELU_SHIFT: f32 = 3.0;
+const GELU_TAIL_INV_D: f32 = 0.3262032;
+#[rustfmt::skip]
+const GELU_TAIL_MID: [f32; 16] = [0.0, 0.780938, 1.3827887, 1.8756744, 2.30417, 2.6886024, 3.040369, 3.3666434, 3.672295, 3.960812, 4.2347956, 4.496247, 4.746746, 4.9875655, 5.219749, 5.4169];
+#[rustfmt::skip]
+const GELU_TAIL: [[f32; 16]; 8] = [
+    [0.0009688519, -0.00041659686, -0.00068790163, -1.1218894e-05, 0.000271805, 0.00020129181, 6.925089e-05, -6.965157e-06, -2.9426881e-05, -2.6494197e-05, -1.7364984e-05, -9.664371e-06, -4.8360766e-06, -2.2402335e-06, -9.776073e-07, -4.5631103e-07],
+    [0.0002144897, 0.0028943364, -0.00011745171, -0.0013805316, -0.00088789215, -0.00020516731, 0.00013031227, 0.00019338138, 0.00014867929, 8.983658e-05, 4.7236335e-05, 2.2591183e-05, 1.0069312e-05, 4.2468587e-06, 1.7125152e-06, 7.462519e-07],
+    [-0.010066668, 0.00070651254, 0.0061536115, 0.0032805859, 0.00015613671, -0.0010637647, -0.0010783044, -0.0007294672, -0.00040753392, -0.0002020331, -9.2050024e-05, -3.93423e-05, -1.5984175e-05, -6.2304225e-06, -2.3456369e-06, -9.718366e-07],
+    [2.1353473e-05, -0.022867586, -0.009613308, 0.0027814747, 0.006220055, 0.005090485, 0.0031031873, 0.00161272, 0.0007548196, 0.00032753826, 0.00013411534, 5.242986e-05, 1.9730884e-05, 7.1915683e-06, 2.5504785e-06, 1.0078498e-06],
+    [0.06648777, 0.019122297, -0.023312785, -0.02883257, -0.020150112, -0.011155302, -0.005390307, -0.0023759105, -0.0009789935, -0.0003829212, -0.000143647, -5.2062755e-05, -1.8329913e-05, -6.2951062e-06, -2.1157873e-06, -8.0074074e-07],
+    [1.5619855e-07, 0.11483279, 0.10602975, 0.0644288, 0.03232337, 0.014445739, 0.0059639113, 0.00232203, 0.0008638214, 0.00030977855, 0.00010777149, 3.6545214e-05, 1.2122767e-05, 3.945075e-06, 1.2623622e-06, 4.5911477e-07],
+    [-0.3989423, -0.29408965, -0.15335639, -0.06869934, -0.028056415, -0.01074591, -0.00392315, -0.0013794333, -0.00047045315, -0.00015642174, -5.0898085e-05, -1.6255874e-05, -5.1078214e-06, -1.581964e-06, -4.8368685e-07, -1.6951199e-07],
+    [0.5, 0.21741948, 0.08336484, 0.030350003, 0.010606554, 0.0035875908, 0.0011814422, 0.000380445, 0.00012019094, 3.7347647e-05, 1.1437985e-05, 3.4581724e-06, 1.033576e-06, 3.0572443e-07, 8.9582905e-08, 3.032059e-08],
+];
+
+/// GELU for `x < -GELU_MAX` (down to the denormals): `x/2 · erfc(|x|/√2)` with
+/// the Numerical Recipes fit (`erfc_core`); `-0` below -14.
 #[inline(always)]
-pub(crate) fn gelu_erf_v<S: Simd>(s: S, x: S::V) -> S::V {
+fn gelu_erf_far<S: Simd>(s: S, x: S::V) -> S::V {
     let a = s.and_bits(x, ABS);
     let t = s.mul(a, s.splat(std::f32::consts::FRAC_1_SQRT_2));
     // -x²/2 = -(t²), split from x itself (halving is exact)
     let (hi, lo) = neg_square(s, a, 14.0, 0.5);
-    let erfc = erfc_core(s, t, hi, lo);
-    let zero = s.splat(0.0);
-    let big = s.select(s.lt(x, zero), erfc, s.sub(s.splat(2.0), erfc));
-    // near 0 the erfc fit's 1.2e-7 is up to 6 ulp of the result: the Taylor series is exact there
-    let one = s.splat(1.0);
-    let small = s.add(
-        one,
-        erf_small(s, s.mul(x, s.splat(std::f32::consts::FRAC_1_SQRT_2))),
-    );
-    let one_plus_erf = s.select(s.lt(t, s.splat(0.5)), small, big);
-    let y = s.mul(s.mul(s.splat(0.5), x), one_plus_erf);
+    let y = s.mul(s.mul(s.splat(0.5), x), erfc_core(s, t, hi, lo));
     // below -14 the result is under 1e-42 (denormal): -0 also covers x = -inf
     s.select(s.lt(x, s.splat(-14.0)), s.splat(-0.0), y)
+}
+
+#[inline(always)]
+pub(crate) fn gelu_erf_v<S: Simd>(s: S, x: S::V) -> S::V {
+    // `min` with the constant first keeps NaN
+    let a = s.min(s.splat(GELU_MAX), s.and_bits(x, ABS));
+    let u = s.mul(a, s.add(a, s.splat(GELU_SHIFT)));
+    let e = piecewise(s, u, GELU_TAIL_INV_D, a, &GELU_TAIL_MID, &GELU_TAIL);
+    // Φ(x) = 1 - Φ(-x); past GELU_MAX, Φ(-x) < 2⁻²⁵ and the difference rounds to 1
+    let neg = s.lt(x, s.splat(0.0));
+    let y = s.mul(x, s.select(neg, e, s.sub(s.splat(1.0), e)));
+    let far = s.lt(x, s.splat(-GELU_MAX));
+    if s.any(far) {
+        s.select(far, gelu_erf_far(s, x), y)
+    } else {
+        y
+    }
 }
 
 #[inline(always)]
@@ -314,23 +380,25 @@ pub fn tanh(x: f32) -> f32 {
     tanh_v(Scalar, x)
 }
 
-/// Error function. Max error 3.6 ulp (`-10..10`; odd).
+/// Error function. Max error 2.2 ulp (`-10..10`; odd).
 ///
-/// Taylor series for `|x| < 0.5`, `1 - erfc(|x|)` beyond (see `erfc_core`).
+/// A piecewise polynomial of `|x|` (16 pieces of degree 6, picked by a table
+/// lookup; see `piecewise`) up to 3.85, ±1 beyond.
 #[inline(always)]
 pub fn erf(x: f32) -> f32 {
     erf_v(Scalar, x)
 }
 
-/// GELU, erf form: `x/2 · (1 + erf(x/√2))`. Max error 7.9 ulp (≈ 5e-7
-/// relative) over all results that are normal f32 (`-13..20`), 2 ulp for
-/// `x ≥ -0.5` (measured 1.96).
+/// GELU, erf form: `x·Φ(x)` (`Φ(x) = (1 + erf(x/√2))/2`). Max error 3.1 ulp
+/// for `x ≥ -5.5` (1.8 ulp for `x ≥ -0.5`) and 6.4 ulp (≈ 4e-7 relative) below,
+/// over all results that are normal f32 (`-13..-5.5`).
 ///
-/// `1 + erf(x/√2)` is `erfc(|x|/√2)` for `x < 0` and `2 - erfc(x/√2)` for
-/// `x ≥ 0`, with `x²/2` split exactly from `x`, so the small negative tail
-/// keeps its relative accuracy; for `|x|/√2 < 0.5` it is `1 +` [`erf`]'s
-/// Taylor series (both are evaluated per lane and one selected: the series is
-/// 9 multiply-adds next to the erfc fit's division and exponential).
+/// `Φ(-|x|)` is a piecewise polynomial of `|x|` fitted for relative error (16
+/// pieces of degree 7, picked by a table lookup; see `piecewise`), and `Φ(x)`
+/// is `1 - Φ(-x)` for `x ≥ 0`; `|x|` is clamped to 5.5, where `1 - Φ(-5.5)`
+/// rounds to 1. Below -5.5 it is `x/2 · erfc(|x|/√2)` with `x²/2` split
+/// exactly from `x` (a division and an exponential, evaluated only for
+/// vectors that have such a lane).
 #[inline(always)]
 pub fn gelu_erf(x: f32) -> f32 {
     gelu_erf_v(Scalar, x)

@@ -230,7 +230,10 @@ pub(crate) fn tanh(l: &mut Lanes, x: Value) -> Value {
     let is_neg = l.cmp(FloatCC::LessThan, x, zero);
     let big = l.select(is_neg, neg_big, big);
     let is_small = l.cmp_c(FloatCC::LessThan, ax, TANH_SMALL);
-    l.select(is_small, small, big)
+    let res = l.select(is_small, small, big);
+    // `x + x·z·P` is +0 at x = -0: tanh keeps the zero's sign (as the interpreter's kernel)
+    let is_zero = l.cmp_c(FloatCC::Equal, ax, 0.0);
+    l.select(is_zero, x, res)
 }
 
 /// `1/(1+e^-x)`, as `e/(1+e)` for x < 0 so small results keep their precision.

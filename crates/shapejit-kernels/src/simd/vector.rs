@@ -76,6 +76,11 @@ pub trait Simd: Copy {
     fn ge(self, a: Self::V, b: Self::V) -> Self::M;
     /// Per lane `if m { a } else { b }`.
     fn select(self, m: Self::M, a: Self::V, b: Self::V) -> Self::V;
+    /// Whether any lane of `m` is set.
+    fn any(self, m: Self::M) -> bool;
+    /// Per lane `table[i]`, `i` the low 4 bits of the lane's bit pattern (a
+    /// piecewise polynomial's coefficients; exact, so equal at every level).
+    fn lookup16(self, i: Self::V, table: &[f32; 16]) -> Self::V;
     /// `2^n` for lanes holding integers `n` in `-126..=127`.
     fn pow2i(self, n: Self::V) -> Self::V;
     /// The biased exponent field of `a` (`bits >> 23` as f32) for `a ≥ 0`.
@@ -183,6 +188,14 @@ impl Simd for Scalar {
     #[inline(always)]
     fn select(self, m: bool, a: f32, b: f32) -> f32 {
         if m { a } else { b }
+    }
+    #[inline(always)]
+    fn any(self, m: bool) -> bool {
+        m
+    }
+    #[inline(always)]
+    fn lookup16(self, i: f32, table: &[f32; 16]) -> f32 {
+        table[(i.to_bits() & 15) as usize]
     }
     #[inline(always)]
     fn pow2i(self, n: f32) -> f32 {
@@ -364,6 +377,22 @@ mod x86 {
             unsafe { _mm256_blendv_ps(b, a, m) }
         }
         #[inline(always)]
+        fn any(self, m: __m256) -> bool {
+            // SAFETY: see the impl.
+            unsafe { _mm256_movemask_ps(m) != 0 }
+        }
+        #[inline(always)]
+        fn lookup16(self, i: __m256, table: &[f32; 16]) -> __m256 {
+            // SAFETY: see the impl; `table` holds two 8-lane halves.
+            unsafe {
+                let i = _mm256_castps_si256(i);
+                let lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table.as_ptr()), i);
+                let hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table.as_ptr().add(8)), i);
+                // bit 3 of the index to the sign bit, which blendv reads
+                _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32::<28>(i)))
+            }
+        }
+        #[inline(always)]
         fn pow2i(self, n: __m256) -> __m256 {
             // SAFETY: see the impl.
             unsafe {
@@ -517,6 +546,17 @@ mod x86 {
         fn select(self, m: __mmask16, a: __m512, b: __m512) -> __m512 {
             // SAFETY: see the impl.
             unsafe { _mm512_mask_blend_ps(m, b, a) }
+        }
+        #[inline(always)]
+        fn any(self, m: __mmask16) -> bool {
+            m != 0
+        }
+        #[inline(always)]
+        fn lookup16(self, i: __m512, table: &[f32; 16]) -> __m512 {
+            // SAFETY: see the impl.
+            unsafe {
+                _mm512_permutexvar_ps(_mm512_castps_si512(i), _mm512_loadu_ps(table.as_ptr()))
+            }
         }
         #[inline(always)]
         fn pow2i(self, n: __m512) -> __m512 {

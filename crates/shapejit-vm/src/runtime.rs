@@ -58,7 +58,7 @@ enum Storage {
     Input(u32),
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct RegVal {
     dtype: DType,
     layout: Layout,
@@ -768,7 +768,11 @@ impl Runtime {
                         .regs
                         .get_mut(o.reg.index())
                         .ok_or_else(|| internal(pc, format!("{} out of range", o.reg)))?;
-                    *r = Some(v.clone());
+                    // In a steady state the register already holds this value
+                    // (from the last run): comparing is cheaper than a copy.
+                    if r.as_ref() != Some(v) {
+                        *r = Some(v.clone());
+                    }
                 }
             }
         }

@@ -186,7 +186,7 @@ pub struct GlobalCounters {
     pub live_code_bytes: AtomicU64,
     /// bytes of packed matmul weights
     pub packed_weight_bytes: AtomicU64,
-    /// ops the interpreter ran in pieces (see `ops::execute_typed`)
+    /// ops the interpreter ran in pieces (see `ops::execute_planned`)
     pub split_ops: AtomicU64,
 }
 

@@ -4,8 +4,12 @@
 //!
 //! Each `op` instruction builds [`TensorRef`]s from its operand registers; when
 //! [`ops::view`] applies the result aliases operand 0's storage (no copy),
-//! otherwise [`ops::output_types`] gives the result types, the result's storage
-//! group grows if needed, and [`ops::execute`] writes it. Graph outputs are
+//! otherwise the slot's [`OpPlan`] gives the result values (from
+//! [`ops::output_types`]) and the op's [`ops::ExecPlan`], the result's storage
+//! group grows if needed, and [`ops::execute_planned`] writes it. The plan is
+//! made once per dtypes and layouts of the inputs (ops whose types depend on
+//! an input's contents make it each time), so a steady-state op costs a
+//! compare of its inputs' shapes, not a type inference. Graph outputs are
 //! copied into caller-owned tensors at `return`.
 //!
 //! **Invariants:**
@@ -16,8 +20,11 @@
 //!   corrupt plan that aliases a result with an operand is caught by
 //!   [`TensorRef::new`]'s bounds check, never undefined behaviour;
 //! - after a run with given input shapes, another run with the same shapes
-//!   allocates only the returned tensors (buffers only grow, per-slot key memos
-//!   and profiles are reused);
+//!   allocates only the returned tensors (buffers only grow, per-slot key memos,
+//!   op plans and profiles are reused);
+//! - an op's plan is used only for inputs of exactly the dtypes, dims and
+//!   strides it was made for, and only for ops whose types and split are a
+//!   function of those ([`ops::types_from_layouts`]);
 //! - every buffer grows through the runtime's [`Budget`], and the returned
 //!   tensors are admitted by it too: a run never holds more than
 //!   `Options::max_memory`, and a size the allocator refuses is a
@@ -32,7 +39,7 @@ use crate::module::{Module, ModuleInner};
 use crate::ops;
 use crate::profile::{KeyIdx, bump};
 use crate::shape_key::ShapeKey;
-use crate::tensor::{Dims, Layout, TensorMut, TensorRef};
+use crate::tensor::{Dims, Layout, Strides, TensorMut, TensorRef};
 use shapejit_bytecode::{
     ConstId, DimCheck, GroupId, Instr, IoSpec, Out, Pc, Reg, RegionId, SlotId,
 };
@@ -51,7 +58,7 @@ enum Storage {
     Input(u32),
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct RegVal {
     dtype: DType,
     layout: Layout,
@@ -78,6 +85,79 @@ struct Ctx<'a> {
 
 type Memo = Option<(Arc<ShapeKey>, KeyIdx)>;
 
+/// One input's part of an [`OpPlan`]'s key.
+type PlanInput = (DType, Dims, Strides);
+
+/// What an op instruction needs besides its inputs' data: its results' values
+/// (dtype, contiguous layout, storage group) and bytes, and how it runs. Made
+/// by [`OpPlan::make`] for inputs of the dtypes, dims and strides in `inputs`;
+/// reused for as long as they repeat when `reusable` (one per slot, allocated
+/// with the runtime: no heap allocation for ranks ≤ 6 and ≤ 4 inputs).
+#[derive(Default)]
+struct OpPlan {
+    inputs: SmallVec<[PlanInput; 4]>,
+    reusable: bool,
+    outs: SmallVec<[(RegVal, u128); 2]>,
+    exec: ops::ExecPlan,
+}
+
+impl OpPlan {
+    /// True when the plan was made for inputs of exactly these dtypes and layouts
+    /// (the offsets aside) and may be reused.
+    fn matches(&self, refs: &[TensorRef<'_>]) -> bool {
+        self.reusable
+            && self.inputs.len() == refs.len()
+            && self
+                .inputs
+                .iter()
+                .zip(refs)
+                .all(|((dtype, shape, strides), t)| {
+                    *dtype == t.dtype && *shape == t.layout.shape && *strides == t.layout.strides
+                })
+    }
+
+    /// Makes the plan for `op` on `refs` writing `dsts`; on an error the plan is
+    /// left unusable.
+    fn make(&mut self, op: &Op, refs: &[TensorRef<'_>], dsts: &[Out]) -> Result<(), PlanError> {
+        self.reusable = false;
+        let types = ops::output_types(op, refs).map_err(PlanError::Op)?;
+        if types.len() != dsts.len() {
+            return Err(PlanError::Arity(types.len()));
+        }
+        self.inputs.clear();
+        self.inputs.extend(
+            refs.iter()
+                .map(|t| (t.dtype, t.layout.shape.clone(), t.layout.strides.clone())),
+        );
+        self.outs.clear();
+        self.outs.extend(types.iter().zip(dsts).map(|(t, o)| {
+            let v = RegVal {
+                dtype: t.dtype,
+                layout: Layout::contiguous(&t.shape),
+                storage: Storage::Group(o.group),
+            };
+            (v, byte_len(t.dtype, &t.shape))
+        }));
+        self.exec = ops::exec_plan(op, refs, &types);
+        self.reusable = ops::types_from_layouts(op);
+        Ok(())
+    }
+}
+
+/// Why [`OpPlan::make`] failed.
+enum PlanError {
+    /// the op refused its inputs
+    Op(ops::OpError),
+    /// the op produced this many results, not one per destination (a bug)
+    Arity(usize),
+}
+
+/// What [`compute`] did: a view of operand 0, or results the slot's plan describes.
+enum Computed {
+    View(RegVal),
+    Planned,
+}
+
 /// A guard's result: the region outputs when a kernel ran, and the interned key.
 type GuardOutcome = (Option<SmallVec<[RegVal; 2]>>, Memo);
 
@@ -87,10 +167,12 @@ pub struct Runtime {
     regs: Vec<Option<RegVal>>,
     groups: Vec<AlignedBuf>,
     staging: Vec<AlignedBuf>,
-    /// one per op piece (see `ops::execute_typed`)
+    /// one per op piece (see `ops::execute_planned`)
     scratch: Vec<Mutex<ops::Scratch>>,
     symbols: Vec<Option<i64>>,
     memo: Vec<Memo>,
+    /// per slot (only op slots use theirs)
+    plans: Vec<OpPlan>,
     budget: Budget,
 }
 
@@ -185,9 +267,11 @@ fn tensor_refs<'a>(
     srcs: &[Reg],
     pc: usize,
 ) -> Result<SmallVec<[TensorRef<'a>; 4]>, RunError> {
-    srcs.iter()
-        .map(|&r| tensor_ref(regs, groups, ctx, r, pc))
-        .collect()
+    let mut refs = SmallVec::new();
+    for &r in srcs {
+        refs.push(tensor_ref(regs, groups, ctx, r, pc)?);
+    }
+    Ok(refs)
 }
 
 /// The slot's interned key for these inputs, via the runtime's one-entry memo.
@@ -347,6 +431,7 @@ impl Runtime {
                 .collect(),
             symbols: vec![None; p.symbols.len()],
             memo: vec![None; p.slots.len()],
+            plans: (0..p.slots.len()).map(|_| OpPlan::default()).collect(),
             budget: Budget::new(module.inner.options.max_memory),
             module,
         }
@@ -646,9 +731,10 @@ impl Runtime {
                 .ok_or_else(|| internal(pc, format!("{} out of range", o.group)))?;
             bufs.push(std::mem::take(g));
         }
-        let memo = self
+        let (memo, plan) = self
             .memo
             .get_mut(slot.index())
+            .zip(self.plans.get_mut(slot.index()))
             .ok_or_else(|| internal(pc, "slot out of range"))?;
         let result = compute(
             ctx,
@@ -657,6 +743,7 @@ impl Runtime {
             &self.scratch,
             &mut self.budget,
             memo,
+            plan,
             pc,
             op,
             dsts,
@@ -667,9 +754,27 @@ impl Runtime {
         for (o, b) in dsts.iter().zip(bufs) {
             self.groups[o.group.index()] = b;
         }
-        let (vals, key) = result?;
-        for (o, v) in dsts.iter().zip(vals) {
-            self.set(o.reg, v, pc)?;
+        let (computed, key) = result?;
+        match computed {
+            Computed::View(v) => {
+                let dst = dsts
+                    .first()
+                    .ok_or_else(|| internal(pc, "a view without a result"))?;
+                self.set(dst.reg, v, pc)?;
+            }
+            Computed::Planned => {
+                for (o, (v, _)) in dsts.iter().zip(&self.plans[slot.index()].outs) {
+                    let r = self
+                        .regs
+                        .get_mut(o.reg.index())
+                        .ok_or_else(|| internal(pc, format!("{} out of range", o.reg)))?;
+                    // In a steady state the register already holds this value
+                    // (from the last run): comparing is cheaper than a copy.
+                    if r.as_ref() != Some(v) {
+                        *r = Some(v.clone());
+                    }
+                }
+            }
         }
         let counters = &ctx.inner.counters.slots[slot.index()];
         bump(&counters.executions, 1);
@@ -938,10 +1043,9 @@ impl Runtime {
     }
 }
 
-type Computed = (SmallVec<[RegVal; 2]>, Option<KeyIdx>);
-
 /// Runs one op: a view when possible, else computes into `bufs` (the results'
-/// group buffers, moved out of the arena).
+/// group buffers, moved out of the arena) as `plan` says, after making it
+/// unless it matches the inputs.
 #[allow(clippy::too_many_arguments)]
 fn compute(
     ctx: &Ctx<'_>,
@@ -950,13 +1054,14 @@ fn compute(
     scratch: &[Mutex<ops::Scratch>],
     budget: &mut Budget,
     memo: &mut Memo,
+    plan: &mut OpPlan,
     pc: usize,
     op: &Op,
     dsts: &[Out],
     srcs: &[Reg],
     slot: SlotId,
     bufs: &mut [AlignedBuf],
-) -> Result<Computed, RunError> {
+) -> Result<(Computed, Option<KeyIdx>), RunError> {
     let refs = tensor_refs(regs, groups, ctx, srcs, pc)?;
     let key = if ctx.profile {
         key_of(memo, ctx.inner, slot, &refs).map(|(_, idx)| idx)
@@ -980,37 +1085,36 @@ fn compute(
     if let Some(view) = ops::view(op, &refs) {
         let layout = view.map_err(op_error)?;
         let src = reg_val(regs, srcs[0], pc)?;
-        let mut vals = SmallVec::new();
-        vals.push(RegVal {
+        let v = RegVal {
             dtype: src.dtype,
             layout,
             storage: src.storage,
-        });
-        return Ok((vals, key));
+        };
+        return Ok((Computed::View(v), key));
     }
-    let types = ops::output_types(op, &refs).map_err(op_error)?;
-    if types.len() != dsts.len() {
-        return Err(internal(
-            pc,
-            format!(
-                "{} produced {} results for {} registers",
-                op.name(),
-                types.len(),
-                dsts.len()
+    if !plan.matches(&refs) {
+        plan.make(op, &refs, dsts).map_err(|e| match e {
+            PlanError::Op(e) => op_error(e),
+            PlanError::Arity(n) => internal(
+                pc,
+                format!(
+                    "{} produced {n} results for {} registers",
+                    op.name(),
+                    dsts.len()
+                ),
             ),
-        ));
+        })?;
     }
     let mut outs: SmallVec<[TensorMut<'_>; 2]> = SmallVec::new();
-    for (b, t) in bufs.iter_mut().zip(types.iter()) {
-        let bytes = byte_len(t.dtype, &t.shape);
+    for (b, (v, bytes)) in bufs.iter_mut().zip(&plan.outs) {
         budget
-            .grow(b, bytes)
+            .grow(b, *bytes)
             .map_err(|d| denied(d, || node_label(ctx.inner, slot, op.name())))?;
         // Invariant: the buffer grew to `bytes`, so it fits a usize.
-        let bytes = bytes as usize;
+        let bytes = *bytes as usize;
         outs.push(TensorMut {
-            dtype: t.dtype,
-            shape: &t.shape,
+            dtype: v.dtype,
+            shape: &v.layout.shape,
             data: &mut b.as_mut_slice()[..bytes],
         });
     }
@@ -1018,20 +1122,12 @@ fn compute(
         pool: ctx.inner.pool(),
         packed_b: packed_b(ctx, regs, op, srcs),
     };
-    let pieces = ops::execute_typed(op, &refs, &mut outs, scratch, env).map_err(op_error)?;
+    let pieces =
+        ops::execute_planned(op, plan.exec, &refs, &mut outs, scratch, env).map_err(op_error)?;
     if pieces > 1 {
         bump(&ctx.inner.counters.global.split_ops, 1);
     }
-    let vals = types
-        .iter()
-        .zip(dsts)
-        .map(|(t, o)| RegVal {
-            dtype: t.dtype,
-            layout: Layout::contiguous(&t.shape),
-            storage: Storage::Group(o.group),
-        })
-        .collect();
-    Ok((vals, key))
+    Ok((Computed::Planned, key))
 }
 
 /// The packed weights of a `matmul`/`gemm` whose right operand is a constant

@@ -20,7 +20,7 @@ pub type Dims = SmallVec<[usize; 6]>;
 pub type Strides = SmallVec<[isize; 6]>;
 
 /// Shape, strides (in elements) and element offset of a tensor in its buffer.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Layout {
     /// dims
     pub shape: Dims,
@@ -28,6 +28,18 @@ pub struct Layout {
     pub strides: Strides,
     /// offset of element `[0, 0, ...]` in elements
     pub offset: usize,
+}
+
+/// Copies the dims and strides as slices (`SmallVec`'s own `Clone` pushes them
+/// one by one; the interpreter clones a layout per instruction).
+impl Clone for Layout {
+    fn clone(&self) -> Layout {
+        Layout {
+            shape: SmallVec::from_slice(&self.shape),
+            strides: SmallVec::from_slice(&self.strides),
+            offset: self.offset,
+        }
+    }
 }
 
 impl Layout {

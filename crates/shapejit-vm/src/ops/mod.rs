@@ -10,9 +10,11 @@
 //!   expand), the output layout in the same buffer; `None` means "compute";
 //! - [`execute`]: computes outputs into contiguous buffers, from inputs of any
 //!   layout, using a per-Runtime [`Scratch`]; the interpreter calls
-//!   [`execute_typed`] instead, with the types it already computed, its intra-op
-//!   [`Pool`] and packed weights ([`Env`]). Both split large ops into the same
-//!   pieces (`split.rs`), whatever the thread count.
+//!   [`execute_planned`] instead, with the types and the [`ExecPlan`] it already
+//!   computed (and reuses while the inputs' dtypes and layouts stay the same,
+//!   for the ops [`types_from_layouts`] names), its intra-op [`Pool`] and packed
+//!   weights ([`Env`]). Both split large ops into the same pieces (`split.rs`),
+//!   whatever the thread count.
 //!
 //! Control flow (`if`, `loop`) and `constant` are handled by the interpreter itself.
 //!
@@ -23,6 +25,10 @@
 //! [`OpError`] naming the op and the expected vs actual value.
 //! **Invariant:** after warm-up (scratch buffers grown), [`execute`] makes no heap
 //! allocation for tensors of rank ≤ 6.
+//! **Invariant:** for an op [`types_from_layouts`] names, [`output_types`] and
+//! [`exec_plan`] are functions of the op and of its inputs' dtypes and shapes
+//! only (never of their contents), so a caller may keep their results while
+//! those stay the same.
 
 mod conv;
 mod data;
@@ -319,7 +325,83 @@ pub fn view(op: &Op, inputs: &[TensorRef]) -> Option<Result<Layout, OpError>> {
     shape::view_layout(op, inputs).transpose()
 }
 
-/// What the interpreter gives [`execute_typed`] beyond the inputs.
+/// True when `op`'s [`output_types`] and [`exec_plan`] depend only on its
+/// inputs' dtypes and shapes, not on their contents (every op but those reading
+/// a shape, count or axes from an input, the view ops, and the interpreter's
+/// own): the interpreter reuses them while an instruction's inputs keep their
+/// dtypes and layouts.
+pub fn types_from_layouts(op: &Op) -> bool {
+    match op {
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Where
+        | Op::Cast { .. }
+        | Op::BitCast { .. }
+        | Op::MatMul
+        | Op::Gemm { .. }
+        | Op::Reduce { .. }
+        | Op::Softmax { .. }
+        | Op::LogSoftmax { .. }
+        | Op::LayerNorm { .. }
+        | Op::BatchNorm { .. }
+        | Op::Concat { .. }
+        | Op::Split { .. }
+        | Op::Gather { .. }
+        | Op::GatherElements { .. }
+        | Op::ScatterElements { .. }
+        | Op::GatherNd { .. }
+        | Op::ScatterNd { .. }
+        | Op::Pad { .. }
+        | Op::Shape { .. }
+        | Op::Size
+        | Op::Cumulative { .. }
+        | Op::Conv2d { .. }
+        | Op::ConvTranspose2d { .. }
+        | Op::MaxPool2d { .. }
+        | Op::AvgPool2d { .. }
+        | Op::GlobalAvgPool => true,
+        // read an input's contents: a target shape, a count, axes or bounds
+        Op::DynReduce { .. }
+        | Op::Tile
+        | Op::TopK { .. }
+        | Op::ConstantOfShape { .. }
+        | Op::Range
+        // views (their layouts are computed by `view`) and the interpreter's own
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Squeeze { .. }
+        | Op::Unsqueeze { .. }
+        | Op::Flatten { .. }
+        | Op::Slice { .. }
+        | Op::DynSlice
+        | Op::Expand
+        | Op::Identity
+        | Op::Constant { .. }
+        | Op::If { .. }
+        | Op::Loop { .. } => false,
+    }
+}
+
+/// How an op runs on inputs of given shapes besides its output types: whether
+/// (and how) it splits into pieces. A function of the op and of its input and
+/// output shapes only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecPlan {
+    split: Option<split::Plan>,
+}
+
+/// The [`ExecPlan`] of `op` on `inputs` with outputs of `types` (from
+/// [`output_types`] of these inputs).
+pub fn exec_plan(op: &Op, inputs: &[TensorRef], types: &[OutType]) -> ExecPlan {
+    ExecPlan {
+        split: match types {
+            [t] => split::plan(op, inputs, &t.shape),
+            _ => None,
+        },
+    }
+}
+
+/// What the interpreter gives [`execute_planned`] beyond the inputs.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Env<'a> {
     /// the module's intra-op pool (`None`: pieces run one after another here)
@@ -342,32 +424,35 @@ pub fn execute(
     }
     let expected = output_types(op, inputs)?;
     check_outputs(op, &expected, outputs)?;
+    let plan = exec_plan(op, inputs, &expected);
     let cell = [Mutex::new(std::mem::take(scratch))];
-    let res = execute_typed(op, inputs, outputs, &cell, Env::default());
+    let res = execute_planned(op, plan, inputs, outputs, &cell, Env::default());
     let [cell] = cell;
     *scratch = cell.into_inner().unwrap_or_else(|e| e.into_inner());
     res.map(|_| ())
 }
 
-/// [`execute`] for outputs the caller built from [`output_types`] of these very
-/// inputs (not checked again): large ops run as pieces on `env.pool`, piece `i`
-/// with `scratch[i % scratch.len()]` (`scratch` must not be empty). Returns the
-/// number of pieces (1: the op ran whole).
-pub fn execute_typed(
+/// [`execute`] for outputs the caller built from [`output_types`] of inputs of
+/// these dtypes and shapes, and `plan` from [`exec_plan`] of them (neither is
+/// checked again): large ops run as pieces on `env.pool`, piece `i` with
+/// `scratch[i % scratch.len()]` (`scratch` must not be empty; it is locked only
+/// by ops that use it). Returns the number of pieces (1: the op ran whole).
+pub fn execute_planned(
     op: &Op,
+    plan: ExecPlan,
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
     scratch: &[Mutex<Scratch>],
     env: Env<'_>,
 ) -> Result<usize, OpError> {
     if let [out] = outputs
-        && let Some(plan) = split::plan(op, inputs, out.shape)
+        && let Some(plan) = plan.split
     {
         execute_split(op, inputs, out, scratch, env, &plan)?;
         return Ok(plan.pieces());
     }
     let first = scratch.first().ok_or_else(|| no_scratch(op))?;
-    compute(op, inputs, outputs, &mut lock(first), env.packed_b)?;
+    compute(op, inputs, outputs, first, env.packed_b)?;
     Ok(1)
 }
 
@@ -431,8 +516,13 @@ fn execute_split(
                 shape: dims,
                 data,
             }];
-            let mut s = lock(&scratch[i % scratch.len()]);
-            compute(op, &refs, &mut piece_out, &mut s, env.packed_b)
+            compute(
+                op,
+                &refs,
+                &mut piece_out,
+                &scratch[i % scratch.len()],
+                env.packed_b,
+            )
         });
         if let Err(e) = res {
             lock(&error).get_or_insert(e);
@@ -448,14 +538,17 @@ fn execute_split(
     }
 }
 
-/// Computes one op (or one piece of it) into `outputs`.
+/// Computes one op (or one piece of it) into `outputs`; only the ops that use
+/// `scratch` lock it (an uncontended lock is still two atomic operations, a
+/// large part of a tiny op's cost).
 fn compute(
     op: &Op,
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
-    scratch: &mut Scratch,
+    scratch: &Mutex<Scratch>,
     packed_b: Option<&PackedB>,
 ) -> Result<(), OpError> {
+    let scratch = || lock(scratch);
     match op {
         Op::Unary(u) => elementwise::unary(op, *u, inputs, &mut outputs[0]),
         Op::Binary(b) => elementwise::binary(op, *b, inputs, &mut outputs[0]),
@@ -486,13 +579,17 @@ fn compute(
             noop_with_empty_axes,
             ..
         } => reduce::dyn_reduce(op, *r, *noop_with_empty_axes, inputs, &mut outputs[0]),
-        Op::Softmax { axis } => norm::softmax(op, *axis, false, inputs, &mut outputs[0], scratch),
-        Op::LogSoftmax { axis } => norm::softmax(op, *axis, true, inputs, &mut outputs[0], scratch),
+        Op::Softmax { axis } => {
+            norm::softmax(op, *axis, false, inputs, &mut outputs[0], &mut scratch())
+        }
+        Op::LogSoftmax { axis } => {
+            norm::softmax(op, *axis, true, inputs, &mut outputs[0], &mut scratch())
+        }
         Op::LayerNorm { axis, epsilon } => {
-            norm::layer_norm(op, *axis, *epsilon, inputs, &mut outputs[0], scratch)
+            norm::layer_norm(op, *axis, *epsilon, inputs, &mut outputs[0], &mut scratch())
         }
         Op::BatchNorm { epsilon } => {
-            norm::batch_norm(op, *epsilon, inputs, &mut outputs[0], scratch)
+            norm::batch_norm(op, *epsilon, inputs, &mut outputs[0], &mut scratch())
         }
         Op::Reshape { .. }
         | Op::Transpose { .. }
@@ -544,13 +641,13 @@ fn compute(
             *activation,
             inputs,
             &mut outputs[0],
-            scratch,
+            &mut scratch(),
         ),
         Op::ConvTranspose2d { window, groups, .. } => {
-            conv::conv_transpose2d(op, window, *groups, inputs, &mut outputs[0], scratch)
+            conv::conv_transpose2d(op, window, *groups, inputs, &mut outputs[0], &mut scratch())
         }
         Op::MaxPool2d { window, .. } => {
-            conv::max_pool(op, window, inputs, &mut outputs[0], scratch)
+            conv::max_pool(op, window, inputs, &mut outputs[0], &mut scratch())
         }
         Op::AvgPool2d {
             window,
@@ -562,7 +659,7 @@ fn compute(
             *count_include_pad,
             inputs,
             &mut outputs[0],
-            scratch,
+            &mut scratch(),
         ),
         Op::GlobalAvgPool => reduce::global_avg_pool(op, inputs, &mut outputs[0]),
         Op::Constant { .. } | Op::If { .. } | Op::Loop { .. } => Err(interpreter_only(op)),

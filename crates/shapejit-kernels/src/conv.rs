@@ -4,7 +4,8 @@
 //! conv2d: for each image and group, the input patches are unrolled straight
 //! into the packed panels of a `[C_in/groups · kH · kW, OH · OW]` matrix in
 //! caller-provided scratch (a 1×1, stride-1, unpadded conv packs the input as
-//! it is), and the group's weights multiply it on the packed micro-kernel
+//! it is), and the group's weights (packed once ahead when they are constant,
+//! [`PackedConvWeights`]) multiply it on the packed micro-kernel
 //! ([`crate::packed`]), which adds the bias while the tile is in registers and
 //! writes the NCHW output directly; depthwise and other narrow groups, and
 //! pooling, run on phase planes of the padded input (`direct`), vectorized at
@@ -18,7 +19,8 @@ use crate::error::KernelError;
 use crate::matmul::matmul;
 use crate::packed::Activation;
 use crate::packed::{
-    Bias, Epilogue, KC, NR, PackedRef, matmul_packed_epilogue, matmul_packed_step,
+    Bias, Epilogue, KC, NR, PackedA, PackedRef, matmul_packed_epilogue, matmul_packed_step,
+    matmul_prepacked_step,
 };
 use crate::view::{StridedShape, View, ViewMut};
 use std::ops::Range;
@@ -110,6 +112,47 @@ pub struct ConvParams<'a> {
     pub groups: usize,
     /// applied to every output element, last
     pub activation: Option<Activation>,
+    /// `w` packed ahead ([`PackedConvWeights::pack`] of these weights and groups);
+    /// used when given, bit-identical to packing per call
+    pub packed: Option<&'a PackedConvWeights>,
+}
+
+/// A convolution's constant weights packed once as the GEMM path's left operand:
+/// one [`PackedA`] `[C_out/groups, C_in/groups · kH · kW]` per group.
+#[derive(Clone, Debug)]
+pub struct PackedConvWeights {
+    groups: Vec<PackedA>,
+}
+
+impl PackedConvWeights {
+    /// Packs contiguous `[C_out, C_in/groups, kH, kW]` weights (`w`, `c_out`
+    /// rows) of a convolution with `groups` groups; `None` where the convolution
+    /// takes the direct path (fewer than [`GEMM_MIN_CHANNELS`] output channels per
+    /// group) or the sizes do not divide.
+    pub fn pack(w: &[f32], c_out: usize, groups: usize) -> Option<PackedConvWeights> {
+        let mg = c_out.checked_div(groups)?;
+        let k = w.len().checked_div(c_out)?;
+        if mg < GEMM_MIN_CHANNELS || mg * groups != c_out || k * c_out != w.len() {
+            return None;
+        }
+        let groups = (0..groups)
+            .map(|g| {
+                let geom = StridedShape::new(&[mg, k], &[k as isize, 1], g * mg * k).ok()?;
+                PackedA::pack(&View::new(w, geom).ok()?).ok()
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(PackedConvWeights { groups })
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.groups.iter().map(PackedA::bytes).sum()
+    }
+
+    /// Group `g`'s weights, if they are `[mg, k]`.
+    fn group(&self, g: usize, mg: usize, k: usize) -> Option<&PackedA> {
+        self.groups.get(g).filter(|a| a.m() == mg && a.k() == k)
+    }
 }
 
 /// `out[n, m] = act(bias[m] + Σ w[m, c, i, j] · x[n, g·Cg + c, ·, ·])` (NCHW),
@@ -138,6 +181,7 @@ pub fn conv2d(
         bias,
         groups,
         activation,
+        packed,
     } = *conv;
     let [n, c_in, h, wd] = dims4("conv input", x.shape())?;
     let [kh, kw] = win.kernel;
@@ -223,6 +267,7 @@ pub fn conv2d(
             bias: bias.map_or(Bias::None, |b| Bias::PerRow(&b[grp * mg..(grp + 1) * mg])),
             activation,
         };
+        let packed_w = packed.and_then(|p| p.group(grp, mg, k));
         for img in 0..n {
             let base = g.offset + img as isize * g.xs[0] + (grp * cg) as isize * g.xs[1];
             let first = (img * c_out + grp * mg) * p;
@@ -231,7 +276,10 @@ pub fn conv2d(
                 // x[img, group channels] read as [Cg, P]
                 let geom = StridedShape::new(&[cg, p], &[g.xs[1], g.xs[3]], base as usize)?;
                 let packed = PackedRef::pack_into(&View::new(g.data, geom)?, col)?;
-                matmul_packed_epilogue(dst, &wg, packed, 1.0, epilogue)?;
+                match packed_w {
+                    Some(pw) => matmul_prepacked_step(dst, pw, 0..k, packed, 1.0, epilogue, false)?,
+                    None => matmul_packed_epilogue(dst, &wg, packed, 1.0, epilogue)?,
+                }
                 continue;
             }
             // the patch matrix in chunks (or whole), each multiplied while it
@@ -241,13 +289,17 @@ pub fn conv2d(
                 let rows = chunk.min(k - r0);
                 im2col_at_level(crate::cpu::level(), col, &g, base, r0..r0 + rows, p);
                 let packed = PackedRef::from_panels(rows, p, col)?;
+                let last = r0 + rows == k;
+                let epi = if last { epilogue } else { Epilogue::default() };
+                if let Some(pw) = packed_w {
+                    matmul_prepacked_step(dst, pw, r0..r0 + rows, packed, 1.0, epi, r0 > 0)?;
+                    continue;
+                }
                 // the group's weights, columns r0 .. r0 + rows
                 let w_chunk = View::new(
                     w,
                     StridedShape::new(&[mg, rows], &[k as isize, 1], grp * mg * k + r0)?,
                 )?;
-                let last = r0 + rows == k;
-                let epi = if last { epilogue } else { Epilogue::default() };
                 matmul_packed_step(dst, &w_chunk, packed, 1.0, epi, r0 > 0)?;
             }
         }

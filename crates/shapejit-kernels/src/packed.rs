@@ -285,7 +285,6 @@ pub fn matmul_packed_step(
     epilogue: Epilogue,
     accumulate: bool,
 ) -> Result<(), KernelError> {
-    let bias = epilogue.bias;
     let shape = a.shape();
     if shape.len() != 2 || shape[1] != b.k {
         return Err(KernelError::ShapeMismatch {
@@ -294,7 +293,71 @@ pub fn matmul_packed_step(
             actual: shape.to_vec(),
         });
     }
-    let (m, k, n) = (shape[0], b.k, b.n);
+    let geom = a.geom();
+    let a = Operand {
+        data: a.data(),
+        offset: geom.offset() as isize,
+        rs: geom.strides()[0],
+        cs: geom.strides()[1],
+    };
+    let kernel = Kernel::for_level(crate::cpu::level());
+    let left = if kernel != Kernel::Portable && b.n.div_ceil(NR) > A_PACK_MIN_PANELS {
+        Left::PackPerCall(a)
+    } else {
+        Left::InPlace(a)
+    };
+    drive(out, shape[0], left, kernel, b, alpha, epilogue, accumulate)
+}
+
+/// [`matmul_packed_step`] with the left operand packed ahead: `out[..m·n] =
+/// act(alpha · a[:, cols] @ b + bias)` (continuing `out`'s sums when
+/// `accumulate`), `cols` starting at a multiple of [`KC`] and `b.k` long. Bit
+/// for bit the product with `a`'s view.
+pub fn matmul_prepacked_step(
+    out: &mut [f32],
+    a: &PackedA,
+    cols: std::ops::Range<usize>,
+    b: PackedRef,
+    alpha: f32,
+    epilogue: Epilogue,
+    accumulate: bool,
+) -> Result<(), KernelError> {
+    if cols.end > a.k || cols.len() != b.k || !cols.start.is_multiple_of(KC) {
+        return Err(KernelError::ShapeMismatch {
+            what: "prepacked matmul a",
+            expected: vec![a.m, b.k],
+            actual: vec![a.m, cols.len()],
+        });
+    }
+    let left = Left::Prepacked { a, k0: cols.start };
+    drive(out, a.m, left, a.kernel, b, alpha, epilogue, accumulate)
+}
+
+/// Where the register blocks read `a` from.
+enum Left<'a> {
+    /// the view itself
+    InPlace(Operand<'a>),
+    /// the view, each `MC × KC` block copied to [`A_BLOCK`] first
+    PackPerCall(Operand<'a>),
+    /// a [`PackedA`], from its column `k0` on
+    Prepacked { a: &'a PackedA, k0: usize },
+}
+
+/// The blocked product behind both entry points: `m` rows of `a` as `left`
+/// gives them, `b`'s panels, `kernel` running the register blocks.
+#[allow(clippy::too_many_arguments)]
+fn drive(
+    out: &mut [f32],
+    m: usize,
+    left: Left,
+    kernel: Kernel,
+    b: PackedRef,
+    alpha: f32,
+    epilogue: Epilogue,
+    accumulate: bool,
+) -> Result<(), KernelError> {
+    let bias = epilogue.bias;
+    let (k, n) = (b.k, b.n);
     let needed = m
         .checked_mul(n)
         .ok_or_else(|| KernelError::Invalid(format!("packed matmul: [{m}, {n}] too big")))?;
@@ -320,13 +383,6 @@ pub fn matmul_packed_step(
     if needed == 0 {
         return Ok(());
     }
-    let geom = a.geom();
-    let a = Operand {
-        data: a.data(),
-        offset: geom.offset() as isize,
-        rs: geom.strides()[0],
-        cs: geom.strides()[1],
-    };
     if k == 0 {
         for (i, row) in out[..needed].chunks_exact_mut(n).enumerate() {
             for (j, o) in row.iter_mut().enumerate() {
@@ -336,14 +392,14 @@ pub fn matmul_packed_step(
         }
         return Ok(());
     }
-    let kernel = Kernel::for_level(crate::cpu::level());
     let n_panels = n.div_ceil(NR);
-    let pack_a = kernel != Kernel::Portable && n_panels > A_PACK_MIN_PANELS;
-    A_BLOCK.with_borrow_mut(|scratch| {
-        if pack_a && scratch.len() < MC * KC {
-            scratch.resize(MC * KC, 0.0);
-        }
-    });
+    if matches!(left, Left::PackPerCall(_)) {
+        A_BLOCK.with_borrow_mut(|scratch| {
+            if scratch.len() < MC * KC {
+                scratch.resize(MC * KC, 0.0);
+            }
+        });
+    }
     for pc in (0..k).step_by(KC) {
         let kc = KC.min(k - pc);
         let pass = Pass {
@@ -362,11 +418,14 @@ pub fn matmul_packed_step(
             let rows_in_block = MC.min(m - ic);
             let blocks = || row_blocks(ic, rows_in_block, kernel.max_rows());
             A_BLOCK.with_borrow_mut(|scratch| {
-                let packed = if pack_a {
-                    pack_a_block(&a, blocks(), pc, kc, scratch);
-                    Some(&scratch[..])
-                } else {
-                    None
+                // the packed data of this cache block and where the block starts
+                let packed = match &left {
+                    Left::InPlace(_) => None,
+                    Left::PackPerCall(a) => {
+                        pack_a_block(a, blocks(), pc, kc, scratch);
+                        Some((&scratch[..], 0))
+                    }
+                    Left::Prepacked { a, k0 } => Some((&a.data[..], a.block_start(k0 + pc, ic))),
                 };
                 let mut p = 0;
                 while p < n_panels {
@@ -382,12 +441,14 @@ pub fn matmul_packed_step(
                             cols: width.min(n - p * NR),
                             ldc: n,
                         };
-                        match packed {
-                            Some(data) => {
-                                let a = packed_a_operand(data, ic, row, rows, pc, kc);
+                        match (packed, &left) {
+                            (Some((data, start)), _) => {
+                                let a = packed_a_operand(data, start, ic, row, rows, pc, kc);
                                 block(kernel, &a, panels, out, &pass, &tile)
                             }
-                            None => block(kernel, &a, panels, out, &pass, &tile),
+                            (None, Left::InPlace(a)) => block(kernel, a, panels, out, &pass, &tile),
+                            // Invariant: only `InPlace` has no packed data.
+                            (None, _) => unreachable!(),
                         }
                     }
                     p += if pair { 2 } else { 1 };
@@ -435,22 +496,98 @@ fn pack_a_block(
 }
 
 /// The [`Operand`] that reads the register block of `rows` rows at `row` (in the
-/// cache block starting at row `ic`) from [`pack_a_block`]'s layout, for the pass
-/// over columns `k0 ..`: `at(row + r, k0 + kk)` is that block's element.
+/// cache block starting at row `ic`, whose [`pack_a_block`] layout starts at
+/// `data[start]`), for the pass over columns `k0 ..`: `at(row + r, k0 + kk)` is
+/// that block's element.
 fn packed_a_operand(
     data: &[f32],
+    start: usize,
     ic: usize,
     row: usize,
     rows: usize,
     k0: usize,
     kc: usize,
 ) -> Operand<'_> {
-    let start = ((row - ic) * kc) as isize;
+    let start = (start + (row - ic) * kc) as isize;
     Operand {
         data,
         offset: start - row as isize - (k0 * rows) as isize,
         rs: 1,
         cs: rows as isize,
+    }
+}
+
+/// An `[m, k]` left operand (a convolution's weights) packed once, for the
+/// register kernel of the CPU level in use when it was packed: every `(KC column
+/// block, MC row block)` in [`pack_a_block`]'s layout, the column blocks one
+/// after another. [`matmul_prepacked_step`] reads it as the per-call packing
+/// would have, so the product is bit-identical to the unpacked one.
+#[derive(Clone, Debug)]
+pub struct PackedA {
+    m: usize,
+    k: usize,
+    kernel: Kernel,
+    /// block `(pc, ic)` at [`PackedA::block_start`]
+    data: Vec<f32>,
+}
+
+impl PackedA {
+    /// Packs a `[m, k]` view (any strides).
+    pub fn pack(a: &View<f32>) -> Result<PackedA, KernelError> {
+        let &[m, k] = a.shape() else {
+            return Err(KernelError::Invalid(format!(
+                "packed left operand must be rank 2, got shape {:?}",
+                a.shape()
+            )));
+        };
+        let len = m
+            .checked_mul(k)
+            .ok_or_else(|| KernelError::Invalid(format!("packed matmul: [{m}, {k}] too big")))?;
+        let geom = a.geom();
+        let op = Operand {
+            data: a.data(),
+            offset: geom.offset() as isize,
+            rs: geom.strides()[0],
+            cs: geom.strides()[1],
+        };
+        let kernel = Kernel::for_level(crate::cpu::level());
+        let mut packed = PackedA {
+            m,
+            k,
+            kernel,
+            data: vec![0.0; len],
+        };
+        for pc in (0..k).step_by(KC) {
+            let kc = KC.min(k - pc);
+            for ic in (0..m).step_by(MC) {
+                let rows = MC.min(m - ic);
+                let at = packed.block_start(pc, ic);
+                let blocks = row_blocks(ic, rows, kernel.max_rows());
+                pack_a_block(&op, blocks, pc, kc, &mut packed.data[at..at + rows * kc]);
+            }
+        }
+        Ok(packed)
+    }
+
+    /// Where block `(pc, ic)` starts in `data`: all of `m` rows for each earlier
+    /// column block, then `ic` rows of this one.
+    fn block_start(&self, pc: usize, ic: usize) -> usize {
+        pc * self.m + ic * KC.min(self.k - pc)
+    }
+
+    /// Rows of `a`.
+    pub fn m(&self) -> usize {
+        self.m
+    }
+
+    /// Columns of `a`.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.data.len() * std::mem::size_of::<f32>()
     }
 }
 

@@ -9,7 +9,8 @@ mod support;
 
 use shapejit_kernels::View;
 use shapejit_kernels::conv::{
-    ConvParams, Pool, Window, conv2d, conv2d_scratch_len, pool2d, pool2d_scratch_len,
+    ConvParams, PackedConvWeights, Pool, Window, conv2d, conv2d_scratch_len, pool2d,
+    pool2d_scratch_len,
 };
 use shapejit_kernels::packed::Activation;
 
@@ -80,8 +81,10 @@ fn check_conv(case: &Case) {
         bias,
         groups,
         activation: None,
+        packed: None,
     };
     conv2d(&mut out, &xv, &params, &win, &mut col).unwrap();
+    assert_prepacked_is_identical(&out, &xv, &params, &win, &mut col);
     // a fused activation is the activation of the unfused result, bit for bit
     for act in [
         Activation::Relu,
@@ -137,6 +140,63 @@ fn check_conv(case: &Case) {
                 }
             }
         }
+    }
+}
+
+/// The weights packed ahead (`PackedConvWeights`) give `want`'s bits; they are
+/// packed exactly where the GEMM path runs (4 or more channels per group).
+fn assert_prepacked_is_identical(
+    want: &[f32],
+    x: &View<f32>,
+    params: &ConvParams,
+    win: &Window,
+    col: &mut [f32],
+) {
+    let c_out = want.len() / (x.shape()[0] * win.out[0] * win.out[1]);
+    let packed = PackedConvWeights::pack(params.w, c_out, params.groups);
+    assert_eq!(packed.is_some(), c_out / params.groups >= 4);
+    let Some(packed) = packed else { return };
+    let mut got = vec![f32::NAN; want.len()];
+    let params = ConvParams {
+        packed: Some(&packed),
+        ..*params
+    };
+    conv2d(&mut got, x, &params, win, col).unwrap();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(bits(&got) == bits(want), "prepacked weights differ");
+}
+
+/// Weights of several `KC` column blocks and `MC` row blocks, and a patch
+/// matrix large enough to be unrolled in chunks: packed ahead, the same bits.
+#[test]
+fn prepacked_weights_cover_every_block_and_chunk() {
+    for (c_in, c_out, hw, groups) in [
+        (40, 100, [6, 7], 1),
+        (40, 100, [5, 5], 2),
+        (32, 4, [256, 256], 1),
+    ] {
+        let win = Window {
+            kernel: [3, 3],
+            strides: [1, 1],
+            pads: [1; 4],
+            dilations: [1, 1],
+            out: hw,
+        };
+        let x = data(c_in * hw[0] * hw[1], 11);
+        let w = data(c_out * c_in / groups * 9, 12);
+        let b = data(c_out, 13);
+        let xv = View::contiguous(&x, &[1, c_in, hw[0], hw[1]]).unwrap();
+        let params = ConvParams {
+            w: &w,
+            bias: Some(&b),
+            groups,
+            activation: Some(Activation::Relu),
+            packed: None,
+        };
+        let mut col = vec![0f32; conv2d_scratch_len(c_in / groups, c_out / groups, &win, hw)];
+        let mut out = vec![f32::NAN; c_out * hw[0] * hw[1]];
+        conv2d(&mut out, &xv, &params, &win, &mut col).unwrap();
+        assert_prepacked_is_identical(&out, &xv, &params, &win, &mut col);
     }
 }
 
@@ -311,6 +371,7 @@ fn conv_refuses_short_scratch() {
         bias: None,
         groups: 1,
         activation: None,
+        packed: None,
     };
     assert!(conv2d(&mut out, &xv, &params, &win, &mut col).is_err());
 }

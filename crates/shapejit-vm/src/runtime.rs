@@ -45,6 +45,7 @@ use shapejit_bytecode::{
 };
 use shapejit_ir::tensor::byte_len;
 use shapejit_ir::{DType, Op, Tensor};
+use shapejit_kernels::conv::PackedConvWeights;
 use shapejit_kernels::packed::PackedB;
 use smallvec::SmallVec;
 use std::sync::{Arc, Mutex};
@@ -1121,6 +1122,7 @@ fn compute(
     let env = ops::Env {
         pool: ctx.inner.pool(),
         packed_b: packed_b(ctx, regs, op, srcs),
+        packed_conv: packed_conv(ctx, regs, op, srcs),
     };
     let pieces =
         ops::execute_planned(op, plan.exec, &refs, &mut outs, scratch, env).map_err(op_error)?;
@@ -1128,6 +1130,33 @@ fn compute(
         bump(&ctx.inner.counters.global.split_ops, 1);
     }
     Ok((Computed::Planned, key))
+}
+
+/// The packed weights of a `conv2d` whose weights are a constant read as stored.
+fn packed_conv<'a>(
+    ctx: &Ctx<'a>,
+    regs: &[Option<RegVal>],
+    op: &Op,
+    srcs: &[Reg],
+) -> Option<&'a PackedConvWeights> {
+    let Op::Conv2d { groups, .. } = op else {
+        return None;
+    };
+    let v = regs.get(srcs.get(1)?.index())?.as_ref()?;
+    let Storage::Const(id) = v.storage else {
+        return None;
+    };
+    let t = ctx.inner.program.constants.get(id.index())?;
+    let l = &v.layout;
+    let contiguous = l.offset == 0 && l.shape[..] == *t.shape() && l.is_contiguous();
+    let inner = ctx.inner;
+    contiguous
+        .then(|| {
+            inner
+                .packed
+                .get_conv(id, t, *groups, &inner.counters.global)
+        })
+        .flatten()
 }
 
 /// The packed weights of a `matmul`/`gemm` whose right operand is a constant

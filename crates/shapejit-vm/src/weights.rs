@@ -1,20 +1,22 @@
 //! [`PackedWeights`]: the module's constant matrices packed once for
-//! `shapejit_kernels::packed` (the right operand of `matmul`/`gemm`), shared by every
-//! Runtime of the module and by the JIT tier's matmul kernels (one copy per
-//! constant for both tiers).
+//! `shapejit_kernels::packed` (the right operand of `matmul`/`gemm`, the weights
+//! of a `conv2d`), shared by every Runtime of the module and by the JIT tier's
+//! matmul kernels (one copy per constant for both tiers).
 //!
 //! A constant is packed the first time a product uses it as its right operand (as
-//! stored, or transposed), then reused by every later call; the `packed_weight_bytes`
-//! stat counts what that costs.
+//! stored, or transposed) or a convolution as its weights, then reused by every
+//! later call; the `packed_weight_bytes` stat counts what that costs.
 //!
 //! **Invariant:** the packed matrix of `(constant, transposed)` holds exactly the
 //! elements of that constant (transposed when asked): a product may use it in place
-//! of the constant's view of the same shape.
+//! of the constant's view of the same shape. The packed convolution weights of a
+//! constant are those of its contiguous elements, for the group count they record.
 
 use crate::profile::{GlobalCounters, bump};
 use shapejit_bytecode::ConstId;
 use shapejit_ir::{DType, Tensor};
 use shapejit_kernels::View;
+use shapejit_kernels::conv::PackedConvWeights;
 use shapejit_kernels::packed::PackedB;
 use std::sync::{Arc, OnceLock};
 
@@ -23,6 +25,8 @@ use std::sync::{Arc, OnceLock};
 pub struct PackedWeights {
     enabled: bool,
     slots: Vec<[OnceLock<Option<Arc<PackedB>>>; 2]>,
+    /// per constant: its convolution weights packed for a group count
+    conv: Vec<OnceLock<Option<(usize, PackedConvWeights)>>>,
 }
 
 impl PackedWeights {
@@ -31,6 +35,7 @@ impl PackedWeights {
         PackedWeights {
             enabled,
             slots: (0..n_constants).map(|_| Default::default()).collect(),
+            conv: (0..n_constants).map(|_| Default::default()).collect(),
         }
     }
 
@@ -55,6 +60,35 @@ impl PackedWeights {
             Some(Arc::new(packed))
         })
         .as_ref()
+    }
+
+    /// Constant `id` (the tensor `t`, `[C_out, C_in/groups, kH, kW]`) as the
+    /// packed weights of a convolution with `groups` groups. `None` when packing
+    /// is off, for a constant that is not f32 of rank 4, for convolutions on the
+    /// direct path, or when the constant was packed first for another group
+    /// count. The first call packs (and counts the bytes).
+    pub fn get_conv(
+        &self,
+        id: ConstId,
+        t: &Tensor,
+        groups: usize,
+        counters: &GlobalCounters,
+    ) -> Option<&PackedConvWeights> {
+        if !self.enabled {
+            return None;
+        }
+        let cell = self.conv.get(id.index())?;
+        let (packed_groups, packed) = cell
+            .get_or_init(|| {
+                let (&[c_out, _, _, _], DType::F32) = (t.shape(), t.dtype()) else {
+                    return None;
+                };
+                let packed = PackedConvWeights::pack(t.as_slice().ok()?, c_out, groups)?;
+                bump(&counters.packed_weight_bytes, packed.bytes() as u64);
+                Some((groups, packed))
+            })
+            .as_ref()?;
+        (*packed_groups == groups).then_some(packed)
     }
 }
 

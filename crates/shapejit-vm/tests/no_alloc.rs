@@ -2,7 +2,7 @@
 //! returned tensors: counted with a per-thread counting global allocator.
 
 use shapejit_bytecode::lower;
-use shapejit_ir::{DType, GraphBuilder, Op, Tensor, shape};
+use shapejit_ir::{ConvAttrs, DType, GraphBuilder, Op, Tensor, shape};
 use shapejit_vm::tensor::{self, TensorMut, TensorRef};
 use shapejit_vm::{Module, Options, ops};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -190,4 +190,50 @@ fn matmul_runs_allocate_only_the_outputs_and_the_kernels_own() {
 
     let (_, n) = allocations_during(|| rt.run(std::slice::from_ref(&x4)).unwrap());
     assert_eq!(n, output_allocations(1) + kernel_allocs);
+}
+
+/// A convolution on constant weights (two groups of 8 output channels) runs on
+/// the weights packed once per module: the same bits as without packing, and a
+/// steady-state run allocates only the outputs.
+#[test]
+fn conv_runs_on_packed_weights_allocate_only_the_outputs() {
+    let build = |options: Options| {
+        let w = Tensor::from_vec(
+            (0..16 * 4 * 9)
+                .map(|i| ((i * 7) % 11) as f32 / 11.0 - 0.5)
+                .collect(),
+            &[16, 4, 3, 3],
+        )
+        .unwrap();
+        let mut b = GraphBuilder::new("conv");
+        let x = b.input("x", DType::F32, shape!["batch", 8, 16]);
+        let x = b.reshape(x, &[0, 8, 4, 4]).unwrap();
+        let wv = b.constant("w", w);
+        let attrs = ConvAttrs {
+            pads: [1; 4],
+            groups: 2,
+            ..ConvAttrs::default()
+        };
+        let y = b.conv2d(x, wv, None, attrs).unwrap();
+        b.output("y", y).unwrap();
+        Module::new(lower(&b.finish().unwrap()).unwrap(), options).unwrap()
+    };
+    let x4 = input(4);
+    let unpacked = build(Options {
+        pack_weights: false,
+        ..Options::default()
+    });
+    let want = unpacked.runtime().run(std::slice::from_ref(&x4)).unwrap();
+    assert_eq!(unpacked.stats().global.packed_weight_bytes, 0);
+    let module = build(Options::default());
+    let mut rt = module.runtime();
+    let got = rt.run(std::slice::from_ref(&x4)).unwrap();
+    assert_eq!(module.stats().global.packed_weight_bytes, 16 * 4 * 9 * 4);
+    let bits = |t: &Tensor| -> Vec<u32> {
+        let v: &[f32] = t.as_slice().unwrap();
+        v.iter().map(|x| x.to_bits()).collect()
+    };
+    assert_eq!(bits(&got[0]), bits(&want[0]));
+    let (_, n) = allocations_during(|| rt.run(std::slice::from_ref(&x4)).unwrap());
+    assert_eq!(n, output_allocations(1));
 }

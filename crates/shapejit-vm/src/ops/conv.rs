@@ -17,8 +17,8 @@ use super::{OpError, OutType, Scratch};
 use crate::tensor::{TensorMut, TensorRef};
 use shapejit_ir::{Activation, DType, Op, Window2d};
 use shapejit_kernels::conv::{
-    ConvParams, Pool, Window, conv_transpose2d as kconv_transpose, conv_transpose2d_scratch_len,
-    conv2d as kconv, conv2d_scratch_len, pool2d, pool2d_scratch_len,
+    ConvParams, PackedConvWeights, Pool, Window, conv_transpose2d as kconv_transpose,
+    conv_transpose2d_scratch_len, conv2d as kconv, conv2d_scratch_len, pool2d, pool2d_scratch_len,
 };
 use shapejit_kernels::view::View;
 use smallvec::SmallVec;
@@ -243,11 +243,13 @@ fn kernel_window(window: &Window2d, kernel: [usize; 2], out: [usize; 2]) -> Wind
     }
 }
 
+#[allow(clippy::too_many_arguments)] // the op's three attributes, its packed weights, the usual four
 pub(crate) fn conv2d(
     op: &Op,
     window: &Window2d,
     groups: usize,
     activation: Option<Activation>,
+    packed: Option<&PackedConvWeights>,
     inputs: &[TensorRef],
     out: &mut TensorMut,
     scratch: &mut Scratch,
@@ -279,6 +281,7 @@ pub(crate) fn conv2d(
         bias,
         groups,
         activation: activation.map(super::elementwise::activation),
+        packed,
     };
     kconv(dst, &x, &conv, &win, col).map_err(kernel_err(op))
 }

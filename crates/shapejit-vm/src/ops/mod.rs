@@ -49,6 +49,7 @@ use crate::pool::Pool;
 use crate::tensor::{Dims, Layout, LayoutError, TensorMut, TensorRef};
 use shapejit_ir::{DType, Op};
 use shapejit_kernels::KernelError;
+use shapejit_kernels::conv::PackedConvWeights;
 use shapejit_kernels::packed::PackedB;
 use smallvec::SmallVec;
 use std::sync::{Mutex, MutexGuard};
@@ -409,6 +410,8 @@ pub struct Env<'a> {
     /// input 1 of a `matmul` or `gemm` packed ahead (a constant's weights, as the
     /// op reads them: `[k, n]`); used where it is the faster path
     pub packed_b: Option<&'a PackedB>,
+    /// input 1 of a `conv2d` packed ahead (a constant's weights)
+    pub packed_conv: Option<&'a PackedConvWeights>,
 }
 
 /// Computes the outputs (contiguous, of the dtypes and shapes [`output_types`]
@@ -452,7 +455,7 @@ pub fn execute_planned(
         return Ok(plan.pieces());
     }
     let first = scratch.first().ok_or_else(|| no_scratch(op))?;
-    compute(op, inputs, outputs, first, env.packed_b)?;
+    compute(op, inputs, outputs, first, &env)?;
     Ok(1)
 }
 
@@ -516,13 +519,7 @@ fn execute_split(
                 shape: dims,
                 data,
             }];
-            compute(
-                op,
-                &refs,
-                &mut piece_out,
-                &scratch[i % scratch.len()],
-                env.packed_b,
-            )
+            compute(op, &refs, &mut piece_out, &scratch[i % scratch.len()], &env)
         });
         if let Err(e) = res {
             lock(&error).get_or_insert(e);
@@ -546,8 +543,9 @@ fn compute(
     inputs: &[TensorRef],
     outputs: &mut [TensorMut],
     scratch: &Mutex<Scratch>,
-    packed_b: Option<&PackedB>,
+    env: &Env,
 ) -> Result<(), OpError> {
+    let packed_b = env.packed_b;
     let scratch = || lock(scratch);
     match op {
         Op::Unary(u) => elementwise::unary(op, *u, inputs, &mut outputs[0]),
@@ -639,6 +637,7 @@ fn compute(
             window,
             *groups,
             *activation,
+            env.packed_conv,
             inputs,
             &mut outputs[0],
             &mut scratch(),

@@ -774,6 +774,9 @@ mod x86 {
     use crate::simd::vector::{Avx512, Simd};
     use std::arch::x86_64::*;
 
+    /// Steps of `k` ahead that the AVX-512 kernel prefetches `b`'s panels.
+    const PREFETCH: usize = 32;
+
     /// The offsets of rows `tile.row .. + R` of `a` at column `pass.k0`, after
     /// checking that every element of those rows this pass reads lies in `a.data`
     /// (the view guarantees it; checked again because the kernels read raw).
@@ -919,6 +922,10 @@ mod x86 {
                 // between the rows' first and last elements, checked above.
                 unsafe {
                     let ak = base.add(rows[0] + kk * R);
+                    for panel in &panels[..P] {
+                        let ahead = panel.as_ptr().wrapping_add((kk + PREFETCH) * NR);
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+                    }
                     let b: [__m512; P] =
                         std::array::from_fn(|h| _mm512_loadu_ps(panels[h].as_ptr().add(kk * NR)));
                     for (r, row) in acc.iter_mut().enumerate() {

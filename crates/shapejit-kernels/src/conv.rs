@@ -22,6 +22,7 @@ use crate::packed::{
     Bias, Epilogue, KC, NR, PackedA, PackedRef, matmul_packed_epilogue, matmul_packed_step,
     matmul_prepacked_step,
 };
+use crate::simd::vector::{Scalar, Simd};
 use crate::view::{StridedShape, View, ViewMut};
 use std::ops::Range;
 
@@ -82,8 +83,8 @@ const GEMM_MIN_CHANNELS: usize = 4;
 
 /// Scratch elements [`conv2d`] needs for weights `[C_out, C_in/groups, kH, kW]`
 /// (`c_out_per_group = C_out/groups`) on an `input` (H, W) image: one image's
-/// patch matrix, packed, or for the direct path one group's phase planes;
-/// saturates instead of overflowing.
+/// patch matrix, packed, and one of its rows, or for the direct path one
+/// group's phase planes; saturates instead of overflowing.
 pub fn conv2d_scratch_len(
     c_in_per_group: usize,
     c_out_per_group: usize,
@@ -97,8 +98,9 @@ pub fn conv2d_scratch_len(
         .saturating_mul(win.kernel[0])
         .saturating_mul(win.kernel[1]);
     let p = win.out[0].saturating_mul(win.out[1]);
-    // the 1×1 path packs all Cg rows at once; im2col one chunk of rows
-    PackedRef::len_for(im2col_rows(k, p).max(c_in_per_group), p)
+    // the 1×1 path packs all Cg rows at once; im2col one chunk of rows, and
+    // one row contiguous
+    PackedRef::len_for(im2col_rows(k, p).max(c_in_per_group), p).saturating_add(p)
 }
 
 /// A convolution's weights and what it does besides the window.
@@ -345,13 +347,16 @@ fn im2col_at_level(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
+        use crate::simd::vector::{Avx2, Avx512};
         #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
         unsafe fn avx512(col: &mut [f32], g: &ConvGeom, base: isize, r: Range<usize>, p: usize) {
-            im2col_panels(col, g, base, r, p)
+            // SAFETY: called only where the CPU has AVX-512 (below).
+            im2col_panels(unsafe { Avx512::new() }, col, g, base, r, p)
         }
         #[target_feature(enable = "avx2,fma")]
         unsafe fn avx2(col: &mut [f32], g: &ConvGeom, base: isize, r: Range<usize>, p: usize) {
-            im2col_panels(col, g, base, r, p)
+            // SAFETY: called only where the CPU has AVX2 and FMA (below).
+            im2col_panels(unsafe { Avx2::new() }, col, g, base, r, p)
         }
         match level.capped() {
             // SAFETY: `capped` never exceeds the CPU's level.
@@ -361,20 +366,31 @@ fn im2col_at_level(
             Level::Scalar => {}
         }
     }
-    im2col_panels(col, g, base, rows, p)
+    im2col_panels(Scalar, col, g, base, rows, p)
 }
 
 /// Unrolls rows `rows` (of `Cg·kH·kW`) of the patch matrix of one image's channel
 /// group into packed panels (`[rows.len(), OH·OW]` in [`PackedRef`]'s layout: row
 /// `r`, output position `q` at `((q / NR)·k + r)·NR + q % NR`, `k = rows.len()`);
-/// padded cells and the last panel's padding columns are 0.
+/// padded cells and the last panel's padding columns are 0. Each row is first
+/// written contiguously into `col`'s last `OH·OW` floats (one copy or gather and
+/// two fills per output row), then moved to the panels a whole `NR`-float piece
+/// at a time: every write is a full vector, wherever the output rows start.
 #[inline(always)]
-fn im2col_panels(col: &mut [f32], g: &ConvGeom, base: isize, rows: Range<usize>, p: usize) {
+fn im2col_panels<S: Simd>(
+    s: S,
+    col: &mut [f32],
+    g: &ConvGeom,
+    base: isize,
+    rows: Range<usize>,
+    p: usize,
+) {
     let win = g.win;
-    let ([kh, kw], [oh, ow]) = (win.kernel, win.out);
+    let ([kh, kw], ow) = (win.kernel, win.out[1]);
     let [h, wd] = g.size;
     let k = rows.len();
-    let panels = &mut col[..PackedRef::len_for(k, p)];
+    let (panels, line) = col.split_at_mut(PackedRef::len_for(k, p));
+    let line = &mut line[..p];
     let last = p / NR * k * NR;
     panels[last..].fill(0.0);
     for row in rows.clone() {
@@ -382,74 +398,70 @@ fn im2col_panels(col: &mut [f32], g: &ConvGeom, base: isize, rows: Range<usize>,
         let (c, i, j) = (row / (kh * kw), row / kw % kh, row % kw);
         let (lo, hi) = valid_span(win, 1, j, wd);
         let step = win.strides[1] as isize * g.xs[3];
-        for oy in 0..oh {
-            let q = oy * ow;
+        for (oy, dst) in line.chunks_exact_mut(ow).enumerate() {
             let iy = win.coord(0, oy, i);
-            if iy < 0 || iy >= h as isize {
-                scatter(panels, k, r, q, ow, |_| 0.0);
+            if iy < 0 || iy >= h as isize || hi == lo {
+                fill_zeros(s, dst);
                 continue;
             }
-            scatter(panels, k, r, q, lo, |_| 0.0);
-            scatter(panels, k, r, q + hi, ow - hi, |_| 0.0);
-            if hi == lo {
-                continue;
-            }
+            fill_zeros(s, &mut dst[..lo]);
+            fill_zeros(s, &mut dst[hi..]);
+            let run = &mut dst[lo..hi];
             let line = base + c as isize * g.xs[1] + iy * g.xs[2];
             let start = line + win.coord(1, lo, j) * g.xs[3];
             if step == 1 {
-                let src = &g.data[start as usize..][..hi - lo];
-                scatter_run(panels, k, r, q + lo, src);
+                copy_run(s, run, &g.data[start as usize..][..run.len()]);
             } else if step > 1 {
                 let step = step as usize;
-                let src = &g.data[start as usize..][..(hi - lo - 1) * step + 1];
-                scatter(panels, k, r, q + lo, hi - lo, |t| src[t * step]);
+                let src = &g.data[start as usize..][..(run.len() - 1) * step + 1];
+                for (d, &v) in run.iter_mut().zip(src.iter().step_by(step)) {
+                    *d = v;
+                }
             } else {
-                scatter(panels, k, r, q + lo, hi - lo, |t| {
-                    g.data[(start + t as isize * step) as usize]
-                });
+                for (t, d) in run.iter_mut().enumerate() {
+                    *d = g.data[(start + t as isize * step) as usize];
+                }
             }
+        }
+        for (panel, piece) in line.chunks(NR).enumerate() {
+            let at = (panel * k + r) * NR;
+            copy_run(s, &mut panels[at..at + piece.len()], piece);
         }
     }
 }
 
-/// [`scatter`] of a contiguous run: whole 16-float pieces as one fixed-size
-/// copy (a single vector move, where a variable-length copy would be a
-/// `memmove` call per piece), the partial pieces at its ends element by element.
+/// `dst = src` a vector at a time, a short tail masked: inline, where
+/// `copy_from_slice` would call `memmove` for every short run.
 #[inline(always)]
-fn scatter_run(panels: &mut [f32], k: usize, r: usize, q: usize, src: &[f32]) {
+fn copy_run<S: Simd>(s: S, dst: &mut [f32], src: &[f32]) {
+    let n = dst.len();
+    assert_eq!(n, src.len());
+    let (d, from) = (dst.as_mut_ptr(), src.as_ptr());
     let mut t = 0;
-    while t < src.len() {
-        let (panel, lane) = ((q + t) / NR, (q + t) % NR);
-        let take = (NR - lane).min(src.len() - t);
-        let at = (panel * k + r) * NR + lane;
-        if take == NR {
-            // Invariant: both ranges hold exactly NR elements.
-            let d: &mut [f32; NR] = (&mut panels[at..at + NR])
-                .try_into()
-                .unwrap_or_else(|_| unreachable!());
-            *d = src[t..t + NR].try_into().unwrap_or_else(|_| unreachable!());
-        } else {
-            for (u, d) in panels[at..at + take].iter_mut().enumerate() {
-                *d = src[t + u];
-            }
-        }
-        t += take;
+    while t + S::LANES <= n {
+        // SAFETY: t + LANES ≤ n, the length of both slices.
+        unsafe { s.store(d.add(t), s.load(from.add(t))) };
+        t += S::LANES;
+    }
+    if t < n {
+        // SAFETY: n − t < LANES elements from t lie in both slices.
+        unsafe { s.store_tail(d.add(t), n - t, s.load_tail(from.add(t), n - t)) };
     }
 }
 
-/// Writes `f(t)` for `t < len` to row `r`, output positions `q .. q + len` of
-/// packed panels of depth `k`, one contiguous piece per panel.
+/// `dst` all +0, as [`copy_run`] writes (no `memset` call per short run).
 #[inline(always)]
-fn scatter(panels: &mut [f32], k: usize, r: usize, q: usize, len: usize, f: impl Fn(usize) -> f32) {
+fn fill_zeros<S: Simd>(s: S, dst: &mut [f32]) {
+    let (n, d, zero) = (dst.len(), dst.as_mut_ptr(), s.splat(0.0));
     let mut t = 0;
-    while t < len {
-        let (panel, lane) = ((q + t) / NR, (q + t) % NR);
-        let take = (NR - lane).min(len - t);
-        let dst = &mut panels[(panel * k + r) * NR + lane..][..take];
-        for (u, d) in dst.iter_mut().enumerate() {
-            *d = f(t + u);
-        }
-        t += take;
+    while t + S::LANES <= n {
+        // SAFETY: t + LANES ≤ n.
+        unsafe { s.store(d.add(t), zero) };
+        t += S::LANES;
+    }
+    if t < n {
+        // SAFETY: n − t < LANES elements from t lie in `dst`.
+        unsafe { s.store_tail(d.add(t), n - t, zero) };
     }
 }
 

@@ -401,11 +401,11 @@ fn im2col_panels<S: Simd>(
         for (oy, dst) in line.chunks_exact_mut(ow).enumerate() {
             let iy = win.coord(0, oy, i);
             if iy < 0 || iy >= h as isize || hi == lo {
-                fill_zeros(s, dst);
+                fill_run(s, dst, 0.0);
                 continue;
             }
-            fill_zeros(s, &mut dst[..lo]);
-            fill_zeros(s, &mut dst[hi..]);
+            fill_run(s, &mut dst[..lo], 0.0);
+            fill_run(s, &mut dst[hi..], 0.0);
             let run = &mut dst[lo..hi];
             let line = base + c as isize * g.xs[1] + iy * g.xs[2];
             let start = line + win.coord(1, lo, j) * g.xs[3];
@@ -413,10 +413,11 @@ fn im2col_panels<S: Simd>(
                 copy_run(s, run, &g.data[start as usize..][..run.len()]);
             } else if step > 1 {
                 let step = step as usize;
-                let src = &g.data[start as usize..][..(run.len() - 1) * step + 1];
-                for (d, &v) in run.iter_mut().zip(src.iter().step_by(step)) {
-                    *d = v;
-                }
+                gather_run(
+                    run,
+                    &g.data[start as usize..][..(run.len() - 1) * step + 1],
+                    step,
+                );
             } else {
                 for (t, d) in run.iter_mut().enumerate() {
                     *d = g.data[(start + t as isize * step) as usize];
@@ -433,7 +434,7 @@ fn im2col_panels<S: Simd>(
 /// `dst = src` a vector at a time, a short tail masked: inline, where
 /// `copy_from_slice` would call `memmove` for every short run.
 #[inline(always)]
-fn copy_run<S: Simd>(s: S, dst: &mut [f32], src: &[f32]) {
+pub(super) fn copy_run<S: Simd>(s: S, dst: &mut [f32], src: &[f32]) {
     let n = dst.len();
     assert_eq!(n, src.len());
     let (d, from) = (dst.as_mut_ptr(), src.as_ptr());
@@ -449,10 +450,30 @@ fn copy_run<S: Simd>(s: S, dst: &mut [f32], src: &[f32]) {
     }
 }
 
-/// `dst` all +0, as [`copy_run`] writes (no `memset` call per short run).
+/// `dst[t] = src[t·step]` for `step > 1` (`src` holds `(len − 1)·step + 1`
+/// elements); stride 2, the common one, as a fixed-stride loop the compiler
+/// vectorizes with shuffles.
 #[inline(always)]
-fn fill_zeros<S: Simd>(s: S, dst: &mut [f32]) {
-    let (n, d, zero) = (dst.len(), dst.as_mut_ptr(), s.splat(0.0));
+pub(super) fn gather_run(dst: &mut [f32], src: &[f32], step: usize) {
+    let Some((last, head)) = dst.split_last_mut() else {
+        return;
+    };
+    *last = src[head.len() * step];
+    if step == 2 {
+        for (d, pair) in head.iter_mut().zip(src.chunks_exact(2)) {
+            *d = pair[0];
+        }
+    } else {
+        for (d, &v) in head.iter_mut().zip(src.iter().step_by(step)) {
+            *d = v;
+        }
+    }
+}
+
+/// `dst` all `value`, as [`copy_run`] writes (no `memset` call per short run).
+#[inline(always)]
+pub(super) fn fill_run<S: Simd>(s: S, dst: &mut [f32], value: f32) {
+    let (n, d, zero) = (dst.len(), dst.as_mut_ptr(), s.splat(value));
     let mut t = 0;
     while t + S::LANES <= n {
         // SAFETY: t + LANES ≤ n.

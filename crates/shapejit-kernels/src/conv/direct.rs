@@ -21,7 +21,7 @@
 //! `act(fma(w_last, x_last, … fma(w_0, x_0, bias)))` on AVX2 and AVX-512 (bit-
 //! identical), with separately rounded products on the scalar path.
 
-use super::{ConvGeom, Window};
+use super::{ConvGeom, Window, copy_run, gather_run};
 use crate::cpu::{self, Level};
 use crate::packed::Activation;
 use crate::simd::vector::{Scalar, Simd};
@@ -96,13 +96,16 @@ fn fill_at_level(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
+        use crate::simd::vector::{Avx2, Avx512};
         #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
         unsafe fn avx512(p: &mut [f32], pl: &Planes, g: &ConvGeom, base: isize, pad: f32) {
-            fill_planes(p, pl, g, base, pad)
+            // SAFETY: called only where the CPU has AVX-512 (below).
+            fill_planes(unsafe { Avx512::new() }, p, pl, g, base, pad)
         }
         #[target_feature(enable = "avx2,fma")]
         unsafe fn avx2(p: &mut [f32], pl: &Planes, g: &ConvGeom, base: isize, pad: f32) {
-            fill_planes(p, pl, g, base, pad)
+            // SAFETY: called only where the CPU has AVX2 and FMA (below).
+            fill_planes(unsafe { Avx2::new() }, p, pl, g, base, pad)
         }
         match level.capped() {
             // SAFETY: `capped` never exceeds the CPU's level.
@@ -112,13 +115,20 @@ fn fill_at_level(
             Level::Scalar => {}
         }
     }
-    fill_planes(planes, pl, g, base, pad)
+    fill_planes(Scalar, planes, pl, g, base, pad)
 }
 
 /// Writes the phase planes of the group at `base` (its first channel's offset
 /// in `g.data`) into `planes[..cg · sH · sW · len]`, `pad` in the padding.
 #[inline(always)]
-fn fill_planes(planes: &mut [f32], pl: &Planes, g: &ConvGeom, base: isize, pad: f32) {
+fn fill_planes<S: Simd>(
+    s: S,
+    planes: &mut [f32],
+    pl: &Planes,
+    g: &ConvGeom,
+    base: isize,
+    pad: f32,
+) {
     let win = g.win;
     let [h, wd] = g.size;
     let [sh, sw] = pl.strides;
@@ -148,13 +158,14 @@ fn fill_planes(planes: &mut [f32], pl: &Planes, g: &ConvGeom, base: isize, pad: 
                     let step = sw as isize * g.xs[3];
                     let at = line + ix0 * g.xs[3];
                     if step == 1 {
-                        dst.copy_from_slice(&g.data[at as usize..at as usize + dst.len()]);
+                        copy_run(s, dst, &g.data[at as usize..at as usize + dst.len()]);
                     } else if step > 1 {
                         let step = step as usize;
-                        let src = &g.data[at as usize..][..(dst.len() - 1) * step + 1];
-                        for (d, &v) in dst.iter_mut().zip(src.iter().step_by(step)) {
-                            *d = v;
-                        }
+                        gather_run(
+                            dst,
+                            &g.data[at as usize..][..(dst.len() - 1) * step + 1],
+                            step,
+                        );
                     } else {
                         for (t, d) in dst.iter_mut().enumerate() {
                             *d = g.data[(at + t as isize * step) as usize];

@@ -10,6 +10,11 @@
 //!   `conv2d(x, w·mul, b·mul + add)` with the batch norm's own
 //!   `mul = scale / √(var + ε)`, `add = bias − mean·mul` (as onnxruntime folds it):
 //!   new constants, placed just before the fused node.
+//! - **Per-channel affine after a convolution**: `conv2d(x, w, b) · s + t` with
+//!   `s` and `t` f32 constants of shape `[C, 1, 1]` or `[1, C, 1, 1]` (directly or
+//!   through an `unsqueeze`/`reshape` of a `[C]` constant, as caffe2-converted models
+//!   spell a scale layer) becomes `conv2d(x, w·s, b·s + t)`, folded as the batch
+//!   norm is.
 //! - **Activation after a convolution**: `relu`, `leaky_relu` or `clip` of a
 //!   `conv2d` becomes the conv with that [`Activation`], which its kernel applies
 //!   while the output is in registers.
@@ -22,8 +27,8 @@
 //! passes [`crate::verify()`] whenever the input did.
 //! **Invariant:** the fused GELU differs from the unfused chain only by rounding
 //! (within the error [`UnaryOp::Gelu`]'s kernels state); the folded batch norm
-//! only by rounding (within conv's 1e-5 relative tolerance: the products and the
-//! bias are each rounded once more); a fused activation is bit-identical to the
+//! and the per-channel affine only by rounding (within conv's 1e-5 relative
+//! tolerance: the products and the bias are each rounded once more); a fused activation is bit-identical to the
 //! unary op after the conv.
 
 use crate::dtype::DType;
@@ -35,7 +40,10 @@ use std::collections::HashSet;
 
 /// Applies every rewrite, then [`remove_dead`]; returns how many patterns fused.
 pub fn fuse(graph: &mut Graph) -> usize {
-    let fused = fuse_gelu(graph) + fold_batch_norm(graph) + fuse_activations(graph);
+    let fused = fuse_gelu(graph)
+        + fold_into_conv(graph, bn_fold)
+        + fold_into_conv(graph, affine_fold)
+        + fuse_activations(graph);
     if fused > 0 {
         remove_dead(graph);
     }
@@ -186,9 +194,10 @@ fn const_f32<'g>(graph: &'g Graph, facts: &Facts, v: ValueId) -> Option<&'g [f32
     }
 }
 
-/// A batch norm to fold into the conv before it.
-struct BnFold {
-    /// the batch norm node, which becomes the conv
+/// A per-channel scale and shift (a batch norm's, or a `mul` and `add`'s) to
+/// fold into the conv before it.
+struct ConvFold {
+    /// the node that ends the pattern, which becomes the conv
     node: usize,
     /// the conv's op and input
     conv: Op,
@@ -197,12 +206,15 @@ struct BnFold {
     b: Tensor,
 }
 
-/// Folds every batch norm of a conv with constant weights and parameters into
-/// the conv (see the module docs); returns how many.
-fn fold_batch_norm(graph: &mut Graph) -> usize {
+/// Folds every pattern `matcher` finds (ending at the node it is given) into the
+/// conv before it (see the module docs); returns how many.
+fn fold_into_conv(
+    graph: &mut Graph,
+    matcher: fn(&Graph, &Facts, usize) -> Option<ConvFold>,
+) -> usize {
     let facts = Facts::of(graph);
-    let folds: Vec<BnFold> = (0..graph.nodes.len())
-        .filter_map(|idx| bn_fold(graph, &facts, idx))
+    let folds: Vec<ConvFold> = (0..graph.nodes.len())
+        .filter_map(|idx| matcher(graph, &facts, idx))
         .collect();
     let count = folds.len();
     if count == 0 {
@@ -253,30 +265,13 @@ fn fold_batch_norm(graph: &mut Graph) -> usize {
 /// The fold of batch norm node `idx`, when it normalizes (alone) the output of
 /// a conv with no activation and every operand is an f32 constant of the
 /// expected size.
-fn bn_fold(graph: &Graph, facts: &Facts, idx: usize) -> Option<BnFold> {
+fn bn_fold(graph: &Graph, facts: &Facts, idx: usize) -> Option<ConvFold> {
     let node = &graph.nodes[idx];
     let Op::BatchNorm { epsilon } = node.op else {
         return None;
     };
-    let (conv_id, conv) = facts.single_use_def(graph, *node.inputs.first()?)?;
-    let Op::Conv2d {
-        activation: None, ..
-    } = conv
-    else {
-        return None;
-    };
-    let conv_node = graph.node(conv_id);
-    let w = const_f32(graph, facts, *conv_node.inputs.get(1)?)?;
-    let c_out = graph
-        .value(conv_node.outputs[0])
-        .ty
-        .shape
-        .dims()
-        .get(1)?
-        .as_known()?;
-    let c_out = usize::try_from(c_out)
-        .ok()
-        .filter(|&c| c > 0 && w.len() % c == 0)?;
+    let conv = facts.single_use_def(graph, *node.inputs.first()?)?.0;
+    let c_out = conv_channels(graph, conv)?;
     let params: Vec<&[f32]> = node.inputs[1..]
         .iter()
         .map(|&v| const_f32(graph, facts, v).filter(|p| p.len() == c_out))
@@ -284,32 +279,111 @@ fn bn_fold(graph: &Graph, facts: &Facts, idx: usize) -> Option<BnFold> {
     let [scale, bn_bias, mean, var] = params[..] else {
         return None;
     };
-    let conv_bias = match conv_node.inputs.get(2) {
-        Some(&b) => Some(const_f32(graph, facts, b).filter(|b| b.len() == c_out)?),
-        None => None,
-    };
     // the batch norm's own per-channel factors (see the VM's batch_norm)
     let mul: Vec<f32> = scale
         .iter()
         .zip(var)
         .map(|(&s, &v)| s / (v + epsilon).sqrt())
         .collect();
+    let add: Vec<f32> = (0..c_out).map(|c| bn_bias[c] - mean[c] * mul[c]).collect();
+    conv_fold(graph, facts, idx, conv, &mul, &add)
+}
+
+/// The fold of `add` node `idx` when it is `mul(conv, s) + t` (either operand
+/// order), the conv's output and the product used only there, `s` and `t`
+/// per-channel constants ([`channel_const`]).
+fn affine_fold(graph: &Graph, facts: &Facts, idx: usize) -> Option<ConvFold> {
+    let node = &graph.nodes[idx];
+    if node.op != Op::Binary(BinaryOp::Add) || node.inputs.len() != 2 {
+        return None;
+    }
+    let (mul_id, t) = [(0, 1), (1, 0)].into_iter().find_map(|(m, t)| {
+        let (id, op) = facts.single_use_def(graph, node.inputs[m])?;
+        (*op == Op::Binary(BinaryOp::Mul)).then_some((id, node.inputs[t]))
+    })?;
+    let mul = graph.node(mul_id);
+    let (conv, s) = [(0, 1), (1, 0)].into_iter().find_map(|(c, s)| {
+        let (id, _) = facts.single_use_def(graph, *mul.inputs.get(c)?)?;
+        conv_channels(graph, id)?;
+        Some((id, *mul.inputs.get(s)?))
+    })?;
+    let c_out = conv_channels(graph, conv)?;
+    let (s, t) = (
+        channel_const(graph, facts, s, c_out)?,
+        channel_const(graph, facts, t, c_out)?,
+    );
+    conv_fold(graph, facts, idx, conv, s, t)
+}
+
+/// Output channels of node `conv` when it is a conv with no activation whose
+/// output has a known channel count.
+fn conv_channels(graph: &Graph, conv: NodeId) -> Option<usize> {
+    let node = graph.node(conv);
+    let Op::Conv2d {
+        activation: None, ..
+    } = node.op
+    else {
+        return None;
+    };
+    let c = graph
+        .value(node.outputs[0])
+        .ty
+        .shape
+        .dims()
+        .get(1)?
+        .as_known()?;
+    usize::try_from(c).ok().filter(|&c| c > 0)
+}
+
+/// The `c` values of `v` when it is an f32 constant of shape `[c, 1, 1]` or
+/// `[1, c, 1, 1]` (one value per channel of an NCHW tensor), directly or as an
+/// `unsqueeze` or `reshape` of a constant of `c` elements.
+fn channel_const<'g>(graph: &'g Graph, facts: &Facts, v: ValueId, c: usize) -> Option<&'g [f32]> {
+    let dims = graph.value(v).ty.shape.as_known()?;
+    if dims != [c, 1, 1] && dims != [1, c, 1, 1] {
+        return None;
+    }
+    let node = graph.node(facts.producer[v.index()]?);
+    let data = match node.op {
+        Op::Unsqueeze { .. } | Op::Reshape { .. } => {
+            const_f32(graph, facts, *node.inputs.first()?)?
+        }
+        _ => const_f32(graph, facts, v)?,
+    };
+    (data.len() == c).then_some(data)
+}
+
+/// `conv`'s weights and bias scaled by `mul` and shifted by `add` per output
+/// channel, as the fold ending at node `idx`; `None` unless the weights (and the
+/// bias, if any) are f32 constants of `mul.len()` channels.
+fn conv_fold(
+    graph: &Graph,
+    facts: &Facts,
+    idx: usize,
+    conv: NodeId,
+    mul: &[f32],
+    add: &[f32],
+) -> Option<ConvFold> {
+    let conv_node = graph.node(conv);
+    let c_out = mul.len();
+    let w = const_f32(graph, facts, *conv_node.inputs.get(1)?).filter(|w| w.len() % c_out == 0)?;
+    let conv_bias = match conv_node.inputs.get(2) {
+        Some(&b) => Some(const_f32(graph, facts, b).filter(|b| b.len() == c_out)?),
+        None => None,
+    };
     let per_channel = w.len() / c_out;
     let w: Vec<f32> = w
         .chunks_exact(per_channel)
-        .zip(&mul)
+        .zip(mul)
         .flat_map(|(ws, &m)| ws.iter().map(move |&x| x * m))
         .collect();
     let b: Vec<f32> = (0..c_out)
-        .map(|c| {
-            let add = bn_bias[c] - mean[c] * mul[c];
-            conv_bias.map_or(add, |b| b[c] * mul[c] + add)
-        })
+        .map(|c| conv_bias.map_or(add[c], |b| b[c] * mul[c] + add[c]))
         .collect();
     let w_shape = graph.value(conv_node.inputs[1]).ty.shape.as_known()?;
-    Some(BnFold {
+    Some(ConvFold {
         node: idx,
-        conv: conv.clone(),
+        conv: conv_node.op.clone(),
         x: conv_node.inputs[0],
         w: Tensor::from_vec(w, &w_shape).ok()?,
         b: Tensor::from_vec(b, &[c_out]).ok()?,
@@ -615,6 +689,88 @@ mod tests {
             .map(|c| cb[c] * mul[c] + (shift[c] - mean[c] * mul[c]))
             .collect();
         assert_eq!(b.as_slice::<f32>().unwrap(), want_b);
+    }
+
+    /// `relu(conv(x) · s + t)` with `s` an unsqueezed `[3]` constant and `t` a
+    /// `[1, 3, 1, 1]` constant, the product's operands in either order: one conv
+    /// with weights `w·s`, bias `b·s + t` and the relu.
+    #[test]
+    fn a_per_channel_scale_and_shift_fold_into_the_conv() {
+        use crate::builder_ops::ConvAttrs;
+        let (s, sh, cb) = (
+            [2.0f32, -0.5, 3.0],
+            [0.25f32, 1.0, -2.0],
+            [0.5f32, -1.0, 2.0],
+        );
+        let w0: Vec<f32> = (0..54).map(|i| i as f32 * 0.1 - 2.0).collect();
+        for conv_first in [true, false] {
+            let mut b = GraphBuilder::new("a");
+            let x = b.input("x", DType::F32, shape!["n", 2, 5, 5]);
+            let t = |v: Vec<f32>, s: &[usize]| Tensor::from_vec(v, s).unwrap();
+            let w = b.constant("w", t(w0.clone(), &[3, 2, 3, 3]));
+            let bias = b.constant("cb", t(cb.to_vec(), &[3]));
+            let attrs = ConvAttrs {
+                pads: [1; 4],
+                ..ConvAttrs::default()
+            };
+            let conv = b.conv2d(x, w, Some(bias), attrs).unwrap();
+            let scale = b.constant("s", t(s.to_vec(), &[3]));
+            let scale = b.unsqueeze(scale, &[1, 2]).unwrap();
+            let shift = b.constant("t", t(sh.to_vec(), &[1, 3, 1, 1]));
+            let (l, r) = if conv_first {
+                (conv, scale)
+            } else {
+                (scale, conv)
+            };
+            let y = b.binary(BinaryOp::Mul, l, r).unwrap();
+            let y = b.binary(BinaryOp::Add, shift, y).unwrap();
+            let y = b.unary(UnaryOp::Relu, y).unwrap();
+            b.output("y", y).unwrap();
+            let mut g = b.finish().unwrap();
+            assert_eq!(fuse(&mut g), 2, "{g}");
+            verify(&g).unwrap();
+            assert_eq!(
+                ops(&g).iter().filter(|o| **o != "constant").count(),
+                1,
+                "{g}"
+            );
+            assert_eq!(conv_activation(&g), [Some(Activation::Relu)]);
+            let consts: Vec<&Tensor> = g
+                .nodes
+                .iter()
+                .filter_map(|n| match &n.op {
+                    Op::Constant { value } => Some(value),
+                    _ => None,
+                })
+                .collect();
+            let [w, b] = consts[..] else { panic!("{g}") };
+            let want_w: Vec<f32> = w0.iter().enumerate().map(|(i, &x)| x * s[i / 18]).collect();
+            assert_eq!(w.as_slice::<f32>().unwrap(), want_w);
+            let want_b: Vec<f32> = (0..3).map(|c| cb[c] * s[c] + sh[c]).collect();
+            assert_eq!(b.as_slice::<f32>().unwrap(), want_b);
+        }
+    }
+
+    /// A scale of the wrong shape (along W, not the channels) is left alone.
+    #[test]
+    fn a_scale_along_another_axis_is_not_folded() {
+        use crate::builder_ops::ConvAttrs;
+        let mut b = GraphBuilder::new("a");
+        let x = b.input("x", DType::F32, shape!["n", 2, 3, 3]);
+        let t = |v: Vec<f32>, s: &[usize]| Tensor::from_vec(v, s).unwrap();
+        let w = b.constant("w", t(vec![0.5; 54], &[3, 2, 3, 3]));
+        let attrs = ConvAttrs {
+            pads: [1; 4],
+            ..ConvAttrs::default()
+        };
+        let conv = b.conv2d(x, w, None, attrs).unwrap();
+        let scale = b.constant("s", t(vec![2.0, 3.0, 4.0], &[3]));
+        let shift = b.constant("t", t(vec![1.0, 1.0, 1.0], &[3, 1, 1]));
+        let y = b.binary(BinaryOp::Mul, conv, scale).unwrap();
+        let y = b.binary(BinaryOp::Add, y, shift).unwrap();
+        b.output("y", y).unwrap();
+        let mut g = b.finish().unwrap();
+        assert_eq!(fuse(&mut g), 0, "{g}");
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //!   `s` and `t` f32 constants of shape `[C, 1, 1]` or `[1, C, 1, 1]` (directly or
 //!   through an `unsqueeze`/`reshape` of a `[C]` constant, as caffe2-converted models
 //!   spell a scale layer) becomes `conv2d(x, w·s, b·s + t)`, folded as the batch
-//!   norm is.
+//!   norm is; after a batch norm with constant parameters it is multiplied into
+//!   the batch norm's scale and shift instead.
 //! - **Activation after a convolution**: `relu`, `leaky_relu` or `clip` of a
 //!   `conv2d` becomes the conv with that [`Activation`], which its kernel applies
 //!   while the output is in registers.
@@ -41,8 +42,8 @@ use std::collections::HashSet;
 /// Applies every rewrite, then [`remove_dead`]; returns how many patterns fused.
 pub fn fuse(graph: &mut Graph) -> usize {
     let fused = fuse_gelu(graph)
-        + fold_into_conv(graph, bn_fold)
-        + fold_into_conv(graph, affine_fold)
+        + apply_folds(graph, bn_fold)
+        + apply_folds(graph, affine_fold)
         + fuse_activations(graph);
     if fused > 0 {
         remove_dead(graph);
@@ -194,26 +195,28 @@ fn const_f32<'g>(graph: &'g Graph, facts: &Facts, v: ValueId) -> Option<&'g [f32
     }
 }
 
-/// A per-channel scale and shift (a batch norm's, or a `mul` and `add`'s) to
-/// fold into the conv before it.
-struct ConvFold {
-    /// the node that ends the pattern, which becomes the conv
+/// A pattern folded into one node: the node that ends it takes `op` and
+/// `inputs`, some of them new constants.
+struct Fold {
+    /// the node that ends the pattern
     node: usize,
-    /// the conv's op and input
-    conv: Op,
-    x: ValueId,
-    w: Tensor,
-    b: Tensor,
+    op: Op,
+    inputs: Vec<FoldInput>,
 }
 
-/// Folds every pattern `matcher` finds (ending at the node it is given) into the
-/// conv before it (see the module docs); returns how many.
-fn fold_into_conv(
-    graph: &mut Graph,
-    matcher: fn(&Graph, &Facts, usize) -> Option<ConvFold>,
-) -> usize {
+/// An input of a folded node.
+enum FoldInput {
+    /// an existing value
+    Value(ValueId),
+    /// a new constant, named after the node and this suffix
+    New(&'static str, Tensor),
+}
+
+/// Applies every fold `matcher` finds (given each node as the pattern's end);
+/// new constants are placed just before their node. Returns how many.
+fn apply_folds(graph: &mut Graph, matcher: fn(&Graph, &Facts, usize) -> Option<Fold>) -> usize {
     let facts = Facts::of(graph);
-    let folds: Vec<ConvFold> = (0..graph.nodes.len())
+    let folds: Vec<Fold> = (0..graph.nodes.len())
         .filter_map(|idx| matcher(graph, &facts, idx))
         .collect();
     let count = folds.len();
@@ -235,8 +238,15 @@ fn fold_into_conv(
     let mut folds = folds.into_iter().peekable();
     for (idx, mut node) in old.into_iter().enumerate() {
         if let Some(fold) = folds.next_if(|f| f.node == idx) {
-            let mut consts = Vec::with_capacity(2);
-            for (what, value) in [("w", fold.w), ("b", fold.b)] {
+            let mut inputs = Vec::with_capacity(fold.inputs.len());
+            for input in fold.inputs {
+                let (what, value) = match input {
+                    FoldInput::Value(v) => {
+                        inputs.push(v);
+                        continue;
+                    }
+                    FoldInput::New(what, value) => (what, value),
+                };
                 let id = ValueId(graph.values.len() as u32);
                 graph.values.push(ValueInfo {
                     name: fresh(format!("{}.folded_{what}", node.name)),
@@ -252,10 +262,10 @@ fn fold_into_conv(
                     inputs: Vec::new(),
                     outputs: vec![id],
                 });
-                consts.push(id);
+                inputs.push(id);
             }
-            node.op = fold.conv;
-            node.inputs = vec![fold.x, consts[0], consts[1]];
+            node.op = fold.op;
+            node.inputs = inputs;
         }
         graph.nodes.push(node);
     }
@@ -265,7 +275,7 @@ fn fold_into_conv(
 /// The fold of batch norm node `idx`, when it normalizes (alone) the output of
 /// a conv with no activation and every operand is an f32 constant of the
 /// expected size.
-fn bn_fold(graph: &Graph, facts: &Facts, idx: usize) -> Option<ConvFold> {
+fn bn_fold(graph: &Graph, facts: &Facts, idx: usize) -> Option<Fold> {
     let node = &graph.nodes[idx];
     let Op::BatchNorm { epsilon } = node.op else {
         return None;
@@ -289,10 +299,12 @@ fn bn_fold(graph: &Graph, facts: &Facts, idx: usize) -> Option<ConvFold> {
     conv_fold(graph, facts, idx, conv, &mul, &add)
 }
 
-/// The fold of `add` node `idx` when it is `mul(conv, s) + t` (either operand
-/// order), the conv's output and the product used only there, `s` and `t`
-/// per-channel constants ([`channel_const`]).
-fn affine_fold(graph: &Graph, facts: &Facts, idx: usize) -> Option<ConvFold> {
+/// The fold of `add` node `idx` when it is `mul(y, s) + t` (either operand
+/// order), `y` the output of a conv ([`conv_fold`]) or of a batch norm with
+/// constant parameters (scale and shift multiplied into its own), `y` and the
+/// product used only there, `s` and `t` per-channel constants
+/// ([`channel_const`]).
+fn affine_fold(graph: &Graph, facts: &Facts, idx: usize) -> Option<Fold> {
     let node = &graph.nodes[idx];
     if node.op != Op::Binary(BinaryOp::Add) || node.inputs.len() != 2 {
         return None;
@@ -302,17 +314,49 @@ fn affine_fold(graph: &Graph, facts: &Facts, idx: usize) -> Option<ConvFold> {
         (*op == Op::Binary(BinaryOp::Mul)).then_some((id, node.inputs[t]))
     })?;
     let mul = graph.node(mul_id);
-    let (conv, s) = [(0, 1), (1, 0)].into_iter().find_map(|(c, s)| {
-        let (id, _) = facts.single_use_def(graph, *mul.inputs.get(c)?)?;
-        conv_channels(graph, id)?;
-        Some((id, *mul.inputs.get(s)?))
+    let (y, s) = [(0, 1), (1, 0)].into_iter().find_map(|(y, s)| {
+        let (id, op) = facts.single_use_def(graph, *mul.inputs.get(y)?)?;
+        matches!(op, Op::Conv2d { .. } | Op::BatchNorm { .. }).then_some((id, *mul.inputs.get(s)?))
     })?;
-    let c_out = conv_channels(graph, conv)?;
+    let y_node = graph.node(y);
+    let c = graph
+        .value(y_node.outputs[0])
+        .ty
+        .shape
+        .dims()
+        .get(1)?
+        .as_known()?;
+    let c = usize::try_from(c).ok().filter(|&c| c > 0)?;
     let (s, t) = (
-        channel_const(graph, facts, s, c_out)?,
-        channel_const(graph, facts, t, c_out)?,
+        channel_const(graph, facts, s, c)?,
+        channel_const(graph, facts, t, c)?,
     );
-    conv_fold(graph, facts, idx, conv, s, t)
+    if let Op::BatchNorm { .. } = y_node.op {
+        let [x, scale, bias, mean, var] = y_node.inputs[..] else {
+            return None;
+        };
+        let (scale, bias) = (
+            const_f32(graph, facts, scale).filter(|v| v.len() == c)?,
+            const_f32(graph, facts, bias).filter(|v| v.len() == c)?,
+        );
+        let scale: Vec<f32> = scale.iter().zip(s).map(|(&a, &m)| a * m).collect();
+        let bias: Vec<f32> = (0..c).map(|i| bias[i] * s[i] + t[i]).collect();
+        return Some(Fold {
+            node: idx,
+            op: y_node.op.clone(),
+            inputs: vec![
+                FoldInput::Value(x),
+                FoldInput::New("scale", Tensor::from_vec(scale, &[c]).ok()?),
+                FoldInput::New("bias", Tensor::from_vec(bias, &[c]).ok()?),
+                FoldInput::Value(mean),
+                FoldInput::Value(var),
+            ],
+        });
+    }
+    if conv_channels(graph, y)? != c {
+        return None;
+    }
+    conv_fold(graph, facts, idx, y, s, t)
 }
 
 /// Output channels of node `conv` when it is a conv with no activation whose
@@ -363,7 +407,7 @@ fn conv_fold(
     conv: NodeId,
     mul: &[f32],
     add: &[f32],
-) -> Option<ConvFold> {
+) -> Option<Fold> {
     let conv_node = graph.node(conv);
     let c_out = mul.len();
     let w = const_f32(graph, facts, *conv_node.inputs.get(1)?).filter(|w| w.len() % c_out == 0)?;
@@ -381,12 +425,14 @@ fn conv_fold(
         .map(|c| conv_bias.map_or(add[c], |b| b[c] * mul[c] + add[c]))
         .collect();
     let w_shape = graph.value(conv_node.inputs[1]).ty.shape.as_known()?;
-    Some(ConvFold {
+    Some(Fold {
         node: idx,
-        conv: conv_node.op.clone(),
-        x: conv_node.inputs[0],
-        w: Tensor::from_vec(w, &w_shape).ok()?,
-        b: Tensor::from_vec(b, &[c_out]).ok()?,
+        op: conv_node.op.clone(),
+        inputs: vec![
+            FoldInput::Value(conv_node.inputs[0]),
+            FoldInput::New("w", Tensor::from_vec(w, &w_shape).ok()?),
+            FoldInput::New("b", Tensor::from_vec(b, &[c_out]).ok()?),
+        ],
     })
 }
 
@@ -749,6 +795,45 @@ mod tests {
             let want_b: Vec<f32> = (0..3).map(|c| cb[c] * s[c] + sh[c]).collect();
             assert_eq!(b.as_slice::<f32>().unwrap(), want_b);
         }
+    }
+
+    /// `batch_norm(x) · s + t` with constant parameters: one batch norm whose
+    /// scale and shift are `scale·s` and `shift·s + t`.
+    #[test]
+    fn a_per_channel_scale_and_shift_fold_into_a_batch_norm() {
+        use crate::builder_ops::BatchNormParams;
+        let mut b = GraphBuilder::new("b");
+        let x = b.input("x", DType::F32, shape!["n", 3, 4, 4]);
+        let t = |v: Vec<f32>, s: &[usize]| Tensor::from_vec(v, s).unwrap();
+        let mut c = |name, v: [f32; 3]| b.constant(name, t(v.to_vec(), &[3]));
+        let params = BatchNormParams {
+            scale: c("scale", [2.0, 0.5, -1.0]),
+            bias: c("shift", [0.25, 0.0, 1.0]),
+            mean: c("mean", [1.0, -2.0, 0.0]),
+            var: c("var", [4.0, 0.25, 1.0]),
+        };
+        let y = b.batch_norm(x, params, 1e-5).unwrap();
+        let s = b.constant("s", t(vec![3.0, -1.0, 0.5], &[3, 1, 1]));
+        let sh = b.constant("t", t(vec![1.0, 2.0, -3.0], &[3, 1, 1]));
+        let y = b.binary(BinaryOp::Mul, s, y).unwrap();
+        let y = b.binary(BinaryOp::Add, y, sh).unwrap();
+        b.output("y", y).unwrap();
+        let mut g = b.finish().unwrap();
+        assert_eq!(fuse(&mut g), 1, "{g}");
+        verify(&g).unwrap();
+        let bn = g.nodes.last().unwrap();
+        assert!(matches!(bn.op, Op::BatchNorm { .. }), "{g}");
+        let param = |i: usize| -> Vec<f32> {
+            let node = g.node(g.producers()[bn.inputs[i].index()].unwrap());
+            match &node.op {
+                Op::Constant { value } => value.as_slice::<f32>().unwrap().to_vec(),
+                _ => panic!("{g}"),
+            }
+        };
+        assert_eq!(param(1), [6.0, -0.5, -0.5]);
+        assert_eq!(param(2), [1.75, 2.0, -2.5]);
+        assert_eq!(param(3), [1.0, -2.0, 0.0]);
+        assert_eq!(param(4), [4.0, 0.25, 1.0]);
     }
 
     /// A scale of the wrong shape (along W, not the channels) is left alone.

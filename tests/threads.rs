@@ -66,3 +66,70 @@ fn shared_onnx_models_are_bit_identical_at_1_2_3_threads() {
         }
     }
 }
+
+/// A one-image convolution wide enough to split by output channels (256 of them:
+/// pieces of at least 64, each on the packed weights from its first channel, the
+/// image's patches unrolled per piece): at 1, 2 and 3 threads bit-identical to the
+/// same module reading its weights unpacked, and split.
+#[test]
+fn a_one_image_convolution_splits_by_channels_bit_identically() {
+    use shapejit::ir::ConvAttrs;
+    use shapejit::{DType, GraphBuilder, Tensor, UnaryOp, shape};
+    let graph = || {
+        let values = |n: usize, seed: usize| -> Vec<f32> {
+            (0..n)
+                .map(|i| ((i * 7919 + seed) % 1000) as f32 / 1000.0 - 0.5)
+                .collect()
+        };
+        let mut b = GraphBuilder::new("conv");
+        let x = b.input("x", DType::F32, shape![1, 32, 28, 28]);
+        let w = b.constant(
+            "w",
+            Tensor::from_vec(values(256 * 32 * 9, 1), &[256, 32, 3, 3]).unwrap(),
+        );
+        let bias = b.constant("b", Tensor::from_vec(values(256, 2), &[256]).unwrap());
+        let attrs = ConvAttrs {
+            pads: [1; 4],
+            ..ConvAttrs::default()
+        };
+        let y = b.conv2d(x, w, Some(bias), attrs).unwrap();
+        let y = b.unary(UnaryOp::Relu, y).unwrap();
+        b.output("y", y).unwrap();
+        b.finish().unwrap()
+    };
+    let x = Tensor::from_vec(
+        (0..32 * 28 * 28)
+            .map(|i| ((i % 97) as f32 - 48.0) / 50.0)
+            .collect(),
+        &[1, 32, 28, 28],
+    )
+    .unwrap();
+    // the reference reads the weights as stored (no packing to index into)
+    let unpacked = Options {
+        pack_weights: false,
+        ..options(1)
+    };
+    let modules: Vec<Module> = [unpacked, options(1), options(2), options(3)]
+        .into_iter()
+        .map(|o| Module::from_graph(graph(), o).unwrap())
+        .collect();
+    let outs: Vec<Vec<u8>> = modules
+        .iter()
+        .map(|m| {
+            let mut rt = m.runtime();
+            rt.run(std::slice::from_ref(&x)).unwrap();
+            rt.run(std::slice::from_ref(&x)).unwrap()[0]
+                .bytes()
+                .to_vec()
+        })
+        .collect();
+    for (out, threads) in outs[1..].iter().zip([1, 2, 3]) {
+        assert!(
+            *out == outs[0],
+            "{threads} thread(s) differ from the unpacked run"
+        );
+    }
+    let stats = modules[2].stats().global;
+    assert!(stats.split_ops > 0, "the conv ran whole");
+    assert!(stats.packed_weight_bytes > 0, "the weights were not packed");
+}

@@ -19,8 +19,8 @@ use crate::error::KernelError;
 use crate::matmul::matmul;
 use crate::packed::Activation;
 use crate::packed::{
-    Bias, Epilogue, KC, NR, PackedA, PackedRef, matmul_packed_epilogue, matmul_packed_step,
-    matmul_prepacked_step,
+    Bias, Epilogue, KC, NR, PackedA, PackedPart, PackedRef, matmul_packed_epilogue,
+    matmul_packed_step, matmul_prepacked_step,
 };
 use crate::simd::vector::{Scalar, Simd};
 use crate::view::{StridedShape, View, ViewMut};
@@ -79,7 +79,7 @@ fn im2col_rows(k: usize, p: usize) -> usize {
 
 /// Output channels per group below which [`conv2d`] takes the direct path
 /// (a GEMM panel is 16 columns wide: fewer channels would mostly multiply padding).
-const GEMM_MIN_CHANNELS: usize = 4;
+pub const GEMM_MIN_CHANNELS: usize = 4;
 
 /// Scratch elements [`conv2d`] needs for weights `[C_out, C_in/groups, kH, kW]`
 /// (`c_out_per_group = C_out/groups`) on an `input` (H, W) image: one image's
@@ -114,9 +114,22 @@ pub struct ConvParams<'a> {
     pub groups: usize,
     /// applied to every output element, last
     pub activation: Option<Activation>,
-    /// `w` packed ahead ([`PackedConvWeights::pack`] of these weights and groups);
-    /// used when given, bit-identical to packing per call
-    pub packed: Option<&'a PackedConvWeights>,
+    /// `w` packed ahead; used when given, bit-identical to packing per call
+    pub packed: Option<PackedChannels<'a>>,
+}
+
+/// Weights packed ahead for a convolution that computes some of their output
+/// channels: `w` holds channels `first .. first + C_out` of the packed weights
+/// ([`PackedConvWeights::pack`] of the whole weights, same groups; `first` is 0
+/// unless there is one group). Each output channel is then bit-identical to the
+/// whole convolution's, as long as the call keeps at least [`GEMM_MIN_CHANNELS`]
+/// channels per group (fewer take the direct path).
+#[derive(Clone, Copy, Debug)]
+pub struct PackedChannels<'a> {
+    /// the whole weights, packed
+    pub weights: &'a PackedConvWeights,
+    /// the output channel `w`'s first row is
+    pub first: usize,
 }
 
 /// A convolution's constant weights packed once as the GEMM path's left operand:
@@ -151,9 +164,12 @@ impl PackedConvWeights {
         self.groups.iter().map(PackedA::bytes).sum()
     }
 
-    /// Group `g`'s weights, if they are `[mg, k]`.
-    fn group(&self, g: usize, mg: usize, k: usize) -> Option<&PackedA> {
-        self.groups.get(g).filter(|a| a.m() == mg && a.k() == k)
+    /// Rows `first .. first + mg` of group `g`'s weights, if they have them and
+    /// `k` columns.
+    fn group(&self, g: usize, first: usize, mg: usize, k: usize) -> Option<&PackedA> {
+        self.groups
+            .get(g)
+            .filter(|a| a.m() >= first + mg && a.k() == k)
     }
 }
 
@@ -269,7 +285,10 @@ pub fn conv2d(
             bias: bias.map_or(Bias::None, |b| Bias::PerRow(&b[grp * mg..(grp + 1) * mg])),
             activation,
         };
-        let packed_w = packed.and_then(|p| p.group(grp, mg, k));
+        let packed_w = packed.and_then(|p| {
+            let a = p.weights.group(grp, p.first, mg, k)?;
+            Some((a, p.first..p.first + mg))
+        });
         for img in 0..n {
             let base = g.offset + img as isize * g.xs[0] + (grp * cg) as isize * g.xs[1];
             let first = (img * c_out + grp * mg) * p;
@@ -278,8 +297,15 @@ pub fn conv2d(
                 // x[img, group channels] read as [Cg, P]
                 let geom = StridedShape::new(&[cg, p], &[g.xs[1], g.xs[3]], base as usize)?;
                 let packed = PackedRef::pack_into(&View::new(g.data, geom)?, col)?;
-                match packed_w {
-                    Some(pw) => matmul_prepacked_step(dst, pw, 0..k, packed, 1.0, epilogue, false)?,
+                match &packed_w {
+                    Some((a, rows)) => {
+                        let part = PackedPart {
+                            a,
+                            rows: rows.clone(),
+                            cols: 0..k,
+                        };
+                        matmul_prepacked_step(dst, part, packed, 1.0, epilogue, false)?
+                    }
                     None => matmul_packed_epilogue(dst, &wg, packed, 1.0, epilogue)?,
                 }
                 continue;
@@ -293,8 +319,13 @@ pub fn conv2d(
                 let packed = PackedRef::from_panels(rows, p, col)?;
                 let last = r0 + rows == k;
                 let epi = if last { epilogue } else { Epilogue::default() };
-                if let Some(pw) = packed_w {
-                    matmul_prepacked_step(dst, pw, r0..r0 + rows, packed, 1.0, epi, r0 > 0)?;
+                if let Some((a, out_rows)) = &packed_w {
+                    let part = PackedPart {
+                        a,
+                        rows: out_rows.clone(),
+                        cols: r0..r0 + rows,
+                    };
+                    matmul_prepacked_step(dst, part, packed, 1.0, epi, r0 > 0)?;
                     continue;
                 }
                 // the group's weights, columns r0 .. r0 + rows

@@ -310,27 +310,54 @@ pub fn matmul_packed_step(
 }
 
 /// [`matmul_packed_step`] with the left operand packed ahead: `out[..m·n] =
-/// act(alpha · a[:, cols] @ b + bias)` (continuing `out`'s sums when
-/// `accumulate`), `cols` starting at a multiple of [`KC`] and `b.k` long. Bit
-/// for bit the product with `a`'s view.
+/// act(alpha · a[rows, cols] @ b + bias)` (continuing `out`'s sums when
+/// `accumulate`; `m = rows.len()`, the bias per row of `out`), `cols` starting at
+/// a multiple of [`KC`] and `b.k` long. Bit for bit the product with `a`'s view
+/// (a row range that splits a register block runs those rows on the strided path,
+/// same fma order).
 pub fn matmul_prepacked_step(
     out: &mut [f32],
-    a: &PackedA,
-    cols: std::ops::Range<usize>,
+    a: PackedPart,
     b: PackedRef,
     alpha: f32,
     epilogue: Epilogue,
     accumulate: bool,
 ) -> Result<(), KernelError> {
-    if cols.end > a.k || cols.len() != b.k || !cols.start.is_multiple_of(KC) {
+    let PackedPart { a, rows, cols } = a;
+    let fits = rows.start <= rows.end && rows.end <= a.m;
+    if !fits || cols.end > a.k || cols.len() != b.k || !cols.start.is_multiple_of(KC) {
         return Err(KernelError::ShapeMismatch {
             what: "prepacked matmul a",
             expected: vec![a.m, b.k],
-            actual: vec![a.m, cols.len()],
+            actual: vec![rows.len(), cols.len()],
         });
     }
-    let left = Left::Prepacked { a, k0: cols.start };
-    drive(out, a.m, left, a.kernel, b, alpha, epilogue, accumulate)
+    let left = Left::Prepacked {
+        a,
+        k0: cols.start,
+        row0: rows.start,
+    };
+    drive(
+        out,
+        rows.len(),
+        left,
+        a.kernel,
+        b,
+        alpha,
+        epilogue,
+        accumulate,
+    )
+}
+
+/// The rows and columns of a [`PackedA`] that [`matmul_prepacked_step`] multiplies.
+#[derive(Clone, Debug)]
+pub struct PackedPart<'a> {
+    /// the packed matrix
+    pub a: &'a PackedA,
+    /// its rows in the product (the output's rows, in order)
+    pub rows: std::ops::Range<usize>,
+    /// its columns in the product (`b`'s rows)
+    pub cols: std::ops::Range<usize>,
 }
 
 /// Where the register blocks read `a` from.
@@ -339,8 +366,12 @@ enum Left<'a> {
     InPlace(Operand<'a>),
     /// the view, each `MC × KC` block copied to [`A_BLOCK`] first
     PackPerCall(Operand<'a>),
-    /// a [`PackedA`], from its column `k0` on
-    Prepacked { a: &'a PackedA, k0: usize },
+    /// a [`PackedA`], from its row `row0` and column `k0` on
+    Prepacked {
+        a: &'a PackedA,
+        k0: usize,
+        row0: usize,
+    },
 }
 
 /// The blocked product behind both entry points: `m` rows of `a` as `left`
@@ -414,8 +445,14 @@ fn drive(
             },
         };
         let panel = |p: usize| &b.panels[(p * k + pc) * NR..][..kc * NR];
-        for ic in (0..m).step_by(MC) {
-            let rows_in_block = MC.min(m - ic);
+        // cache blocks of a's rows: the product's own, or for a prepacked `a` its
+        // blocks as packed, each tile clipped to the rows `row0 ..` this call takes
+        let (row0, a_rows) = match &left {
+            Left::Prepacked { a, row0, .. } => (*row0, a.m),
+            _ => (0, m),
+        };
+        for ic in (row0 / MC * MC..row0 + m).step_by(MC) {
+            let rows_in_block = MC.min(a_rows - ic);
             let blocks = || row_blocks(ic, rows_in_block, kernel.max_rows());
             A_BLOCK.with_borrow_mut(|scratch| {
                 // the packed data of this cache block and where the block starts
@@ -425,7 +462,9 @@ fn drive(
                         pack_a_block(a, blocks(), pc, kc, scratch);
                         Some((&scratch[..], 0))
                     }
-                    Left::Prepacked { a, k0 } => Some((&a.data[..], a.block_start(k0 + pc, ic))),
+                    Left::Prepacked { a, k0, .. } => {
+                        Some((&a.data[..], a.block_start(k0 + pc, ic)))
+                    }
                 };
                 let mut p = 0;
                 while p < n_panels {
@@ -434,16 +473,23 @@ fn drive(
                     let panels = [panel(p), if pair { panel(p + 1) } else { &[] }];
                     let width = if pair { 2 * NR } else { NR };
                     for (row, rows) in blocks() {
+                        let (lo, hi) = (row.max(row0), (row + rows).min(row0 + m));
+                        if lo >= hi {
+                            continue;
+                        }
                         let tile = Tile {
-                            row,
-                            rows,
+                            row: lo - row0,
+                            rows: hi - lo,
                             col: p * NR,
                             cols: width.min(n - p * NR),
                             ldc: n,
                         };
                         match (packed, &left) {
                             (Some((data, start)), _) => {
-                                let a = packed_a_operand(data, start, ic, row, rows, pc, kc);
+                                let mut a = packed_a_operand(data, start, ic, row, rows, pc, kc);
+                                // tile rows count from row0 (a whole block reads as packed;
+                                // a clipped one strides by its block's rows)
+                                a.offset += row0 as isize;
                                 block(kernel, &a, panels, out, &pass, &tile)
                             }
                             (None, Left::InPlace(a)) => block(kernel, a, panels, out, &pass, &tile),

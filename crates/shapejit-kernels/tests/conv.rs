@@ -9,8 +9,8 @@ mod support;
 
 use shapejit_kernels::View;
 use shapejit_kernels::conv::{
-    ConvParams, PackedConvWeights, Pool, Window, conv2d, conv2d_scratch_len, pool2d,
-    pool2d_scratch_len,
+    ConvParams, GEMM_MIN_CHANNELS, PackedChannels, PackedConvWeights, Pool, Window, conv2d,
+    conv2d_scratch_len, pool2d, pool2d_scratch_len,
 };
 use shapejit_kernels::packed::Activation;
 
@@ -158,7 +158,10 @@ fn assert_prepacked_is_identical(
     let Some(packed) = packed else { return };
     let mut got = vec![f32::NAN; want.len()];
     let params = ConvParams {
-        packed: Some(&packed),
+        packed: Some(PackedChannels {
+            weights: &packed,
+            first: 0,
+        }),
         ..*params
     };
     conv2d(&mut got, x, &params, win, col).unwrap();
@@ -197,6 +200,34 @@ fn prepacked_weights_cover_every_block_and_chunk() {
         let mut out = vec![f32::NAN; c_out * hw[0] * hw[1]];
         conv2d(&mut out, &xv, &params, &win, &mut col).unwrap();
         assert_prepacked_is_identical(&out, &xv, &params, &win, &mut col);
+        if groups > 1 {
+            continue;
+        }
+        // some of the channels (as a split across threads computes them): their
+        // rows of the whole output, bit for bit, whether or not the range splits
+        // a register or cache block
+        let packed = PackedConvWeights::pack(&w, c_out, 1).unwrap();
+        let (k, p) = (c_in * 9, hw[0] * hw[1]);
+        for (lo, hi) in [(0, 4), (5, 17), (12, 100), (90, 99), (96, 100), (1, 5)] {
+            let (lo, hi) = (lo.min(c_out), hi.min(c_out));
+            if hi < lo + GEMM_MIN_CHANNELS {
+                continue;
+            }
+            let part = ConvParams {
+                w: &w[lo * k..hi * k],
+                bias: Some(&b[lo..hi]),
+                packed: Some(PackedChannels {
+                    weights: &packed,
+                    first: lo,
+                }),
+                ..params
+            };
+            let mut got = vec![f32::NAN; (hi - lo) * p];
+            conv2d(&mut got, &xv, &part, &win, &mut col).unwrap();
+            let want = &out[lo * p..hi * p];
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert!(bits(&got) == bits(want), "channels {lo}..{hi} of {c_out}");
+        }
     }
 }
 

@@ -17,8 +17,9 @@ use super::{OpError, OutType, Scratch};
 use crate::tensor::{TensorMut, TensorRef};
 use shapejit_ir::{Activation, DType, Op, Window2d};
 use shapejit_kernels::conv::{
-    ConvParams, PackedConvWeights, Pool, Window, conv_transpose2d as kconv_transpose,
-    conv_transpose2d_scratch_len, conv2d as kconv, conv2d_scratch_len, pool2d, pool2d_scratch_len,
+    ConvParams, PackedChannels, PackedConvWeights, Pool, Window,
+    conv_transpose2d as kconv_transpose, conv_transpose2d_scratch_len, conv2d as kconv,
+    conv2d_scratch_len, pool2d, pool2d_scratch_len,
 };
 use shapejit_kernels::view::View;
 use smallvec::SmallVec;
@@ -281,9 +282,25 @@ pub(crate) fn conv2d(
         bias,
         groups,
         activation: activation.map(super::elementwise::activation),
-        packed,
+        packed: packed_channels(packed, &w, c_in_g * kernel[0] * kernel[1]),
     };
     kconv(dst, &x, &conv, &win, col).map_err(kernel_err(op))
+}
+
+/// The packed whole weights as this call's `w` (`k` elements per output channel)
+/// reads them: from the channel its view starts at (a piece of a split op reads
+/// a range of the channels).
+fn packed_channels<'a>(
+    weights: Option<&'a PackedConvWeights>,
+    w: &View<f32>,
+    k: usize,
+) -> Option<PackedChannels<'a>> {
+    let offset = w.geom().offset();
+    let weights = weights.filter(|_| k > 0 && offset % k == 0)?;
+    Some(PackedChannels {
+        weights,
+        first: offset / k,
+    })
 }
 
 pub(crate) fn conv_transpose2d(

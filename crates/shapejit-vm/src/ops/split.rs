@@ -3,7 +3,9 @@
 //! An op whose output's leading dims are 1 up to an axis `d` of size > 1 that the
 //! op computes independently along (a batch or row dim: any dim of an elementwise
 //! op, the batch dims and rows of a matmul, the dims before a softmax's or layer
-//! norm's axis, the images and channels of a pool, the images of a convolution) runs
+//! norm's axis, the images and channels of a pool, the images of a convolution, or
+//! the output channels of a one-image, one-group convolution, by at least
+//! [`MIN_CONV_CHANNELS`] per piece, with its weights and bias) runs
 //! as up to [`MAX_PIECES`] pieces, each a contiguous range of `d`: the output's
 //! range, and the same range of every input that runs along `d` with the output
 //! (the others, broadcast or weights, are passed whole). Pieces exist only above a
@@ -23,6 +25,9 @@ pub(crate) const MAX_PIECES: usize = 12;
 const GRAIN_PS: u128 = 20_000_000;
 /// Least rows of a matmul piece split along its rows (keeps register blocks full).
 const MIN_MATMUL_ROWS: usize = 16;
+/// Least output channels of a convolution piece split along its channels: each
+/// piece unrolls the whole image's patches again, so pieces stay few and wide.
+const MIN_CONV_CHANNELS: usize = 64;
 
 /// How an op's inputs run along the split axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +40,8 @@ enum Align {
     MatMul,
     /// `gemm`: rows of `a` (or its columns when transposed) and of a `[m, n]` bias
     Gemm { trans_a: bool },
+    /// `conv2d`: images split the input, output channels the weights and bias
+    Conv,
 }
 
 /// The split of one op.
@@ -89,10 +96,11 @@ fn rule(op: &Op, inputs: &[TensorRef], out: &[usize]) -> Option<(usize, Align, u
             };
             (axis.min(rank), align, 2_000)
         }
-        Op::Conv2d { .. } => {
+        Op::Conv2d { groups, .. } => {
             let w = inputs.get(1)?.shape();
             let taps: usize = w.get(1..)?.iter().product();
-            (1, Align::First, 20 * taps as u128)
+            let limit = if *groups == 1 { 2 } else { 1 };
+            (limit, Align::Conv, 20 * taps as u128)
         }
         Op::MaxPool2d { window, .. } | Op::AvgPool2d { window, .. } => {
             let taps = window.kernel[0] * window.kernel[1];
@@ -124,6 +132,9 @@ pub(crate) fn plan(op: &Op, inputs: &[TensorRef], out: &[usize]) -> Option<Plan>
     if align == Align::MatMul && axis == out.len() - 2 {
         extent /= MIN_MATMUL_ROWS;
     }
+    if align == Align::Conv && axis == 1 {
+        extent /= MIN_CONV_CHANNELS;
+    }
     let pieces = pieces_for(numel, cost, extent);
     (pieces >= 2).then_some(Plan {
         axis,
@@ -152,6 +163,11 @@ fn input_axis(plan: &Plan, idx: usize, t: &TensorRef, out: &[usize]) -> Option<u
             }
             aligned?
         }
+        Align::Conv => match (plan.axis, idx) {
+            (0, 0) => 0,
+            (1, 1 | 2) => 0,
+            _ => return None,
+        },
         Align::Gemm { trans_a } => match idx {
             0 => usize::from(trans_a),
             2 if in_rank == 2 => 0,

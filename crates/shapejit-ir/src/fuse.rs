@@ -410,7 +410,8 @@ fn conv_fold(
 ) -> Option<Fold> {
     let conv_node = graph.node(conv);
     let c_out = mul.len();
-    let w = const_f32(graph, facts, *conv_node.inputs.get(1)?).filter(|w| w.len() % c_out == 0)?;
+    let w = const_f32(graph, facts, *conv_node.inputs.get(1)?)
+        .filter(|w| !w.is_empty() && w.len() % c_out == 0)?;
     let conv_bias = match conv_node.inputs.get(2) {
         Some(&b) => Some(const_f32(graph, facts, b).filter(|b| b.len() == c_out)?),
         None => None,

@@ -448,8 +448,9 @@ pub fn execute_planned(
     scratch: &[Mutex<Scratch>],
     env: Env<'_>,
 ) -> Result<usize, OpError> {
+    let threads = env.pool.map_or(1, Pool::threads);
     if let [out] = outputs
-        && let Some(plan) = plan.split
+        && let Some(plan) = plan.split.and_then(|p| p.for_threads(threads))
     {
         execute_split(op, inputs, out, scratch, env, &plan)?;
         return Ok(plan.pieces());

@@ -13,7 +13,9 @@
 //!
 //! **Invariant:** the plan is a function of the op and its input shapes only — never
 //! of the thread count — and every piece is computed by the same code as a whole op
-//! of its shape, so outputs are bit-identical for any number of threads.
+//! of its shape, so outputs are bit-identical for any number of threads. (The one
+//! exception, [`Plan::for_threads`], is a split whose pieces give the whole op's
+//! bits however it is cut.)
 
 use super::OpError;
 use crate::tensor::{Dims, Layout, TensorRef};
@@ -61,6 +63,19 @@ impl Plan {
     /// The output axis split.
     pub(crate) fn axis(&self) -> usize {
         self.axis
+    }
+
+    /// The plan to run on `threads` threads. A convolution split by output
+    /// channels gives the whole op's bits however it is cut (every channel is
+    /// computed the same way), and each piece unrolls the image's patches again:
+    /// it is cut into at most `threads` pieces, and runs whole on one thread.
+    /// Every other split runs as planned (its pieces are part of its result).
+    pub(crate) fn for_threads(self, threads: usize) -> Option<Plan> {
+        if self.align != Align::Conv || self.axis != 1 {
+            return Some(self);
+        }
+        let pieces = self.pieces.min(threads);
+        (pieces >= 2).then_some(Plan { pieces, ..self })
     }
 }
 

@@ -663,6 +663,17 @@ mod tests {
         b.finish().unwrap()
     }
 
+    /// The values of the graph's constants, in node order.
+    fn constants(g: &Graph) -> Vec<&Tensor> {
+        g.nodes
+            .iter()
+            .filter_map(|n| match &n.op {
+                Op::Constant { value } => Some(value),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn conv_activation(g: &Graph) -> Vec<Option<Activation>> {
         g.nodes
             .iter()
@@ -707,15 +718,9 @@ mod tests {
     fn folded_parameters_are_the_batch_norms_factors() {
         let mut g = conv_chain(true, true, None, false);
         fuse(&mut g);
-        let consts: Vec<&Tensor> = g
-            .nodes
-            .iter()
-            .filter_map(|n| match &n.op {
-                Op::Constant { value } => Some(value),
-                _ => None,
-            })
-            .collect();
-        let [w, b] = consts[..] else { panic!("{g}") };
+        let [w, b] = constants(&g)[..] else {
+            panic!("{g}")
+        };
         let mul: Vec<f32> = [(2.0f32, 4.0f32), (0.5, 0.25), (-1.0, 1.0)]
             .iter()
             .map(|&(s, v)| s / (v + 1e-5f32).sqrt())
@@ -782,15 +787,9 @@ mod tests {
                 "{g}"
             );
             assert_eq!(conv_activation(&g), [Some(Activation::Relu)]);
-            let consts: Vec<&Tensor> = g
-                .nodes
-                .iter()
-                .filter_map(|n| match &n.op {
-                    Op::Constant { value } => Some(value),
-                    _ => None,
-                })
-                .collect();
-            let [w, b] = consts[..] else { panic!("{g}") };
+            let [w, b] = constants(&g)[..] else {
+                panic!("{g}")
+            };
             let want_w: Vec<f32> = w0.iter().enumerate().map(|(i, &x)| x * s[i / 18]).collect();
             assert_eq!(w.as_slice::<f32>().unwrap(), want_w);
             let want_b: Vec<f32> = (0..3).map(|c| cb[c] * s[c] + sh[c]).collect();

@@ -293,13 +293,7 @@ pub fn matmul_packed_step(
             actual: shape.to_vec(),
         });
     }
-    let geom = a.geom();
-    let a = Operand {
-        data: a.data(),
-        offset: geom.offset() as isize,
-        rs: geom.strides()[0],
-        cs: geom.strides()[1],
-    };
+    let a = Operand::of(a);
     let kernel = Kernel::for_level(crate::cpu::level());
     let left = if kernel != Kernel::Portable && b.n.div_ceil(NR) > A_PACK_MIN_PANELS {
         Left::PackPerCall(a)
@@ -589,13 +583,7 @@ impl PackedA {
         let len = m
             .checked_mul(k)
             .ok_or_else(|| KernelError::Invalid(format!("packed matmul: [{m}, {k}] too big")))?;
-        let geom = a.geom();
-        let op = Operand {
-            data: a.data(),
-            offset: geom.offset() as isize,
-            rs: geom.strides()[0],
-            cs: geom.strides()[1],
-        };
+        let op = Operand::of(a);
         let kernel = Kernel::for_level(crate::cpu::level());
         let mut packed = PackedA {
             m,
@@ -705,7 +693,18 @@ struct Operand<'a> {
     cs: isize,
 }
 
-impl Operand<'_> {
+impl<'a> Operand<'a> {
+    /// A rank-2 view's data and geometry.
+    fn of(v: &View<'a, f32>) -> Operand<'a> {
+        let geom = v.geom();
+        Operand {
+            data: v.data(),
+            offset: geom.offset() as isize,
+            rs: geom.strides()[0],
+            cs: geom.strides()[1],
+        }
+    }
+
     fn at(&self, row: usize, col: usize) -> usize {
         // Invariant: row < m and col < k, inside the view's checked extent.
         (self.offset + row as isize * self.rs + col as isize * self.cs) as usize

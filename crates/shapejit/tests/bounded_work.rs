@@ -91,11 +91,16 @@ fn a_deadline_stops_a_runaway_loop() {
         )
         .unwrap_err();
     let took = start.elapsed();
-    assert!(
-        err.to_string()
-            .starts_with("the run exceeded its deadline after 0.0"),
-        "{err}"
-    );
+    // the loop checks the deadline as it runs: it stops within the run's own
+    // bound (when exactly depends on the host's scheduling, so only the bound is
+    // checked; a 30 ms deadline was seen reported at 0.25 s on a busy host)
+    let reported: f64 = err
+        .to_string()
+        .strip_prefix("the run exceeded its deadline after ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|secs| secs.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!((0.03..2.0).contains(&reported), "{err}");
     assert!(took < Duration::from_secs(2), "{took:?}");
     // A deadline that is not reached changes nothing.
     let out = module

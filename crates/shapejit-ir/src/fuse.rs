@@ -319,14 +319,7 @@ fn affine_fold(graph: &Graph, facts: &Facts, idx: usize) -> Option<Fold> {
         matches!(op, Op::Conv2d { .. } | Op::BatchNorm { .. }).then_some((id, *mul.inputs.get(s)?))
     })?;
     let y_node = graph.node(y);
-    let c = graph
-        .value(y_node.outputs[0])
-        .ty
-        .shape
-        .dims()
-        .get(1)?
-        .as_known()?;
-    let c = usize::try_from(c).ok().filter(|&c| c > 0)?;
+    let c = channels(graph, y)?;
     let (s, t) = (
         channel_const(graph, facts, s, c)?,
         channel_const(graph, facts, t, c)?,
@@ -362,15 +355,19 @@ fn affine_fold(graph: &Graph, facts: &Facts, idx: usize) -> Option<Fold> {
 /// Output channels of node `conv` when it is a conv with no activation whose
 /// output has a known channel count.
 fn conv_channels(graph: &Graph, conv: NodeId) -> Option<usize> {
-    let node = graph.node(conv);
     let Op::Conv2d {
         activation: None, ..
-    } = node.op
+    } = graph.node(conv).op
     else {
         return None;
     };
+    channels(graph, conv)
+}
+
+/// The known, nonzero dim 1 (channels, NCHW) of node `id`'s first output.
+fn channels(graph: &Graph, id: NodeId) -> Option<usize> {
     let c = graph
-        .value(node.outputs[0])
+        .value(*graph.node(id).outputs.first()?)
         .ty
         .shape
         .dims()

@@ -425,6 +425,12 @@ fn drive(
             }
         });
     }
+    // cache blocks of a's rows: the product's own, or for a prepacked `a` its
+    // blocks as packed, each tile clipped to the rows `row0 ..` this call takes
+    let (row0, a_rows) = match &left {
+        Left::Prepacked { a, row0, .. } => (*row0, a.m),
+        _ => (0, m),
+    };
     for pc in (0..k).step_by(KC) {
         let kc = KC.min(k - pc);
         let pass = Pass {
@@ -439,27 +445,12 @@ fn drive(
             },
         };
         let panel = |p: usize| &b.panels[(p * k + pc) * NR..][..kc * NR];
-        // cache blocks of a's rows: the product's own, or for a prepacked `a` its
-        // blocks as packed, each tile clipped to the rows `row0 ..` this call takes
-        let (row0, a_rows) = match &left {
-            Left::Prepacked { a, row0, .. } => (*row0, a.m),
-            _ => (0, m),
-        };
         for ic in (row0 / MC * MC..row0 + m).step_by(MC) {
             let rows_in_block = MC.min(a_rows - ic);
             let blocks = || row_blocks(ic, rows_in_block, kernel.max_rows());
-            A_BLOCK.with_borrow_mut(|scratch| {
-                // the packed data of this cache block and where the block starts
-                let packed = match &left {
-                    Left::InPlace(_) => None,
-                    Left::PackPerCall(a) => {
-                        pack_a_block(a, blocks(), pc, kc, scratch);
-                        Some((&scratch[..], 0))
-                    }
-                    Left::Prepacked { a, k0, .. } => {
-                        Some((&a.data[..], a.block_start(k0 + pc, ic)))
-                    }
-                };
+            // the register tiles of this cache block, `a` read from `packed` (data
+            // and where the block starts in it) or, for `InPlace`, the view
+            let mut tiles = |packed: Option<(&[f32], usize)>| {
                 let mut p = 0;
                 while p < n_panels {
                     // the AVX-512 kernel takes two panels (32 columns) at a time
@@ -493,7 +484,18 @@ fn drive(
                     }
                     p += if pair { 2 } else { 1 };
                 }
-            });
+            };
+            match &left {
+                Left::InPlace(_) => tiles(None),
+                // the thread-local buffer is borrowed only by the path that fills it
+                Left::PackPerCall(a) => A_BLOCK.with_borrow_mut(|scratch| {
+                    pack_a_block(a, blocks(), pc, kc, scratch);
+                    tiles(Some((&scratch[..], 0)))
+                }),
+                Left::Prepacked { a, k0, .. } => {
+                    tiles(Some((&a.data[..], a.block_start(k0 + pc, ic))))
+                }
+            }
         }
     }
     Ok(())

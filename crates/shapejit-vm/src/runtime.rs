@@ -1132,6 +1132,20 @@ fn compute(
     Ok((Computed::Planned, key))
 }
 
+/// An op's input 1 when its register holds a constant: the constant's id, its
+/// tensor, and the layout the register reads it with.
+fn weights_const<'r, 'a>(
+    ctx: &Ctx<'a>,
+    regs: &'r [Option<RegVal>],
+    srcs: &[Reg],
+) -> Option<(ConstId, &'a Tensor, &'r Layout)> {
+    let v = regs.get(srcs.get(1)?.index())?.as_ref()?;
+    let Storage::Const(id) = v.storage else {
+        return None;
+    };
+    Some((id, ctx.inner.program.constants.get(id.index())?, &v.layout))
+}
+
 /// The packed weights of a `conv2d` whose weights are a constant read as stored.
 fn packed_conv<'a>(
     ctx: &Ctx<'a>,
@@ -1142,12 +1156,7 @@ fn packed_conv<'a>(
     let Op::Conv2d { groups, .. } = op else {
         return None;
     };
-    let v = regs.get(srcs.get(1)?.index())?.as_ref()?;
-    let Storage::Const(id) = v.storage else {
-        return None;
-    };
-    let t = ctx.inner.program.constants.get(id.index())?;
-    let l = &v.layout;
+    let (id, t, l) = weights_const(ctx, regs, srcs)?;
     let contiguous = l.offset == 0 && l.shape[..] == *t.shape() && l.is_contiguous();
     let inner = ctx.inner;
     contiguous
@@ -1172,15 +1181,10 @@ fn packed_b<'a>(
         Op::Gemm { trans_b, .. } => *trans_b,
         _ => return None,
     };
-    let v = regs.get(srcs.get(1)?.index())?.as_ref()?;
-    let Storage::Const(id) = v.storage else {
-        return None;
-    };
-    let t = ctx.inner.program.constants.get(id.index())?;
+    let (id, t, l) = weights_const(ctx, regs, srcs)?;
     let &[rows, cols] = t.shape() else {
         return None;
     };
-    let l = &v.layout;
     if l.offset != 0 || l.rank() != 2 {
         return None;
     }

@@ -307,8 +307,7 @@ pub fn matmul_packed_step(
 /// act(alpha · a[rows, cols] @ b + bias)` (continuing `out`'s sums when
 /// `accumulate`; `m = rows.len()`, the bias per row of `out`), `cols` starting at
 /// a multiple of [`KC`] and `b.k` long. Bit for bit the product with `a`'s view
-/// (a row range that splits a register block runs those rows on the strided path,
-/// same fma order).
+/// (the same fma order for any row range).
 pub fn matmul_prepacked_step(
     out: &mut [f32],
     a: PackedPart,
@@ -335,7 +334,7 @@ pub fn matmul_prepacked_step(
         out,
         rows.len(),
         left,
-        a.kernel,
+        Kernel::for_level(crate::cpu::level()),
         b,
         alpha,
         epilogue,
@@ -471,10 +470,9 @@ fn drive(
                         };
                         match (packed, &left) {
                             (Some((data, start)), _) => {
-                                let mut a = packed_a_operand(data, start, ic, row, rows, pc, kc);
-                                // tile rows count from row0 (a whole block reads as packed;
-                                // a clipped one strides by its block's rows)
-                                a.offset += row0 as isize;
+                                // tile rows count from row0
+                                let first = ic as isize - row0 as isize;
+                                let a = packed_a_operand(data, start, first, pc, kc);
                                 block(kernel, &a, panels, out, &pass, &tile)
                             }
                             (None, Left::InPlace(a)) => block(kernel, a, panels, out, &pass, &tile),
@@ -489,7 +487,7 @@ fn drive(
                 Left::InPlace(_) => tiles(None),
                 // the thread-local buffer is borrowed only by the path that fills it
                 Left::PackPerCall(a) => A_BLOCK.with_borrow_mut(|scratch| {
-                    pack_a_block(a, blocks(), pc, kc, scratch);
+                    pack_a_block(a, ic, rows_in_block, pc, kc, scratch);
                     tiles(Some((&scratch[..], 0)))
                 }),
                 Left::Prepacked { a, k0, .. } => {
@@ -508,67 +506,50 @@ fn drive(
 const A_PACK_MIN_PANELS: usize = 2;
 
 thread_local! {
-    /// One `MC × KC` block of `a`, each register block of rows stored `kk`-major
-    /// (see [`pack_a_block`]); grown once per thread, reused by every call.
+    /// One `MC × KC` block of `a` (see [`pack_a_block`]); grown once per thread,
+    /// reused by every call.
     static A_BLOCK: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Copies columns `k0 .. k0 + kc` of the row blocks `blocks` (consecutive, the
-/// first starting at the cache block's first row) into `dst`: the block of `rows`
-/// rows starting `at` rows into the cache block holds element `(row + r, k0 + kk)`
-/// at `at·kc + kk·rows + r`.
-fn pack_a_block(
-    a: &Operand,
-    blocks: impl Iterator<Item = (usize, usize)>,
-    k0: usize,
-    kc: usize,
-    dst: &mut [f32],
-) {
-    let mut at = 0;
-    for (row, rows) in blocks {
-        let block = &mut dst[at * kc..(at + rows) * kc];
-        for (kk, step) in block.chunks_exact_mut(rows).enumerate() {
-            for (r, x) in step.iter_mut().enumerate() {
-                // Invariant: rows and columns of this pass lie inside a's view.
-                *x = a.data[a.at(row + r, k0 + kk)];
+/// Copies columns `k0 .. k0 + kc` of `rows` rows of `a` from `row0` on into
+/// `dst`, each row's `kc` values contiguous: element `(row0 + i, k0 + kk)` at
+/// `i·kc + kk`. A cache block of `a` then reads without L1 set conflicts (rows
+/// of `a` a multiple of 4 KiB apart share a set) or strided loads.
+fn pack_a_block(a: &Operand, row0: usize, rows: usize, k0: usize, kc: usize, dst: &mut [f32]) {
+    for (i, run) in dst[..rows * kc].chunks_exact_mut(kc).enumerate() {
+        // Invariant: rows and columns of this pass lie inside a's view.
+        let start = a.at(row0 + i, k0);
+        if a.cs == 1 {
+            run.copy_from_slice(&a.data[start..start + kc]);
+        } else {
+            for (kk, x) in run.iter_mut().enumerate() {
+                *x = a.data[(start as isize + kk as isize * a.cs) as usize];
             }
         }
-        at += rows;
     }
 }
 
-/// The [`Operand`] that reads the register block of `rows` rows at `row` (in the
-/// cache block starting at row `ic`, whose [`pack_a_block`] layout starts at
-/// `data[start]`), for the pass over columns `k0 ..`: `at(row + r, k0 + kk)` is
-/// that block's element.
-fn packed_a_operand(
-    data: &[f32],
-    start: usize,
-    ic: usize,
-    row: usize,
-    rows: usize,
-    k0: usize,
-    kc: usize,
-) -> Operand<'_> {
-    let start = (start + (row - ic) * kc) as isize;
+/// The [`Operand`] that reads a cache block packed by [`pack_a_block`] at
+/// `data[start]`, whose first row is row `first` of the product (negative when
+/// the product starts inside the block), for the pass over columns `k0 ..`:
+/// `at(first + i, k0 + kk)` is the block's element `(i, kk)`.
+fn packed_a_operand(data: &[f32], start: usize, first: isize, k0: usize, kc: usize) -> Operand<'_> {
     Operand {
         data,
-        offset: start - row as isize - (k0 * rows) as isize,
-        rs: 1,
-        cs: rows as isize,
+        offset: start as isize - first * kc as isize - k0 as isize,
+        rs: kc as isize,
+        cs: 1,
     }
 }
 
-/// An `[m, k]` left operand (a convolution's weights) packed once, for the
-/// register kernel of the CPU level in use when it was packed: every `(KC column
-/// block, MC row block)` in [`pack_a_block`]'s layout, the column blocks one
-/// after another. [`matmul_prepacked_step`] reads it as the per-call packing
+/// An `[m, k]` left operand (a convolution's weights) packed once: every `(KC
+/// column block, MC row block)` in [`pack_a_block`]'s layout, the column blocks
+/// one after another. [`matmul_prepacked_step`] reads it as the per-call packing
 /// would have, so the product is bit-identical to the unpacked one.
 #[derive(Clone, Debug)]
 pub struct PackedA {
     m: usize,
     k: usize,
-    kernel: Kernel,
     /// block `(pc, ic)` at [`PackedA::block_start`]
     data: Vec<f32>,
 }
@@ -586,11 +567,9 @@ impl PackedA {
             .checked_mul(k)
             .ok_or_else(|| KernelError::Invalid(format!("packed matmul: [{m}, {k}] too big")))?;
         let op = Operand::of(a);
-        let kernel = Kernel::for_level(crate::cpu::level());
         let mut packed = PackedA {
             m,
             k,
-            kernel,
             data: vec![0.0; len],
         };
         for pc in (0..k).step_by(KC) {
@@ -598,8 +577,7 @@ impl PackedA {
             for ic in (0..m).step_by(MC) {
                 let rows = MC.min(m - ic);
                 let at = packed.block_start(pc, ic);
-                let blocks = row_blocks(ic, rows, kernel.max_rows());
-                pack_a_block(&op, blocks, pc, kc, &mut packed.data[at..at + rows * kc]);
+                pack_a_block(&op, ic, rows, pc, kc, &mut packed.data[at..at + rows * kc]);
             }
         }
         Ok(packed)
@@ -961,14 +939,15 @@ mod x86 {
         let rows = row_starts::<R>(a, pass, tile);
         assert!(panels.iter().all(|p| p.len() >= pass.kc * NR));
         let base = a.data.as_ptr();
-        if a.rs == 1 && a.cs == R as isize {
-            // `a` packed (`pack_a_block`): the R values of step kk are adjacent,
-            // one pointer walks them all
+        if a.cs == 1 {
+            // rows read in order (`a` row-major, or packed by `pack_a_block`):
+            // one pointer per row, each stepping one element
+            // SAFETY: `rows` are offsets inside `a.data`, checked above.
+            let starts: [*const f32; R] = std::array::from_fn(|r| unsafe { base.add(rows[r]) });
             for kk in 0..pass.kc {
-                // SAFETY: as below; row r of step kk is `rows[0] + kk·R + r`,
-                // between the rows' first and last elements, checked above.
+                // SAFETY: as below; row r of step kk is `rows[r] + kk`, between
+                // the row's first and last elements of this pass, checked above.
                 unsafe {
-                    let ak = base.add(rows[0] + kk * R);
                     for panel in &panels[..P] {
                         let ahead = panel.as_ptr().wrapping_add((kk + PREFETCH) * NR);
                         _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
@@ -976,7 +955,7 @@ mod x86 {
                     let b: [__m512; P] =
                         std::array::from_fn(|h| _mm512_loadu_ps(panels[h].as_ptr().add(kk * NR)));
                     for (r, row) in acc.iter_mut().enumerate() {
-                        let x = _mm512_set1_ps(*ak.add(r));
+                        let x = _mm512_set1_ps(*starts[r].add(kk));
                         for (sum, &b) in row.iter_mut().zip(&b) {
                             *sum = _mm512_fmadd_ps(x, b, *sum);
                         }

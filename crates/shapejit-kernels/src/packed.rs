@@ -522,10 +522,18 @@ fn pack_a_block(a: &Operand, row0: usize, rows: usize, k0: usize, kc: usize, dst
         if a.cs == 1 {
             run.copy_from_slice(&a.data[start..start + kc]);
         } else {
-            for (kk, x) in run.iter_mut().enumerate() {
-                *x = a.data[(start as isize + kk as isize * a.cs) as usize];
-            }
+            gather_row(run, a, start);
         }
+    }
+}
+
+/// `run[kk] = a.data[start + kk·a.cs]`: a row of a column-strided `a`. Out of
+/// line, so that the compiler keeps [`pack_a_block`]'s contiguous rows a
+/// `memcpy` (inline, it folded them into this element loop).
+#[inline(never)]
+fn gather_row(run: &mut [f32], a: &Operand, start: usize) {
+    for (kk, x) in run.iter_mut().enumerate() {
+        *x = a.data[(start as isize + kk as isize * a.cs) as usize];
     }
 }
 

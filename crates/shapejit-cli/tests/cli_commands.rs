@@ -155,8 +155,11 @@ fn run_prints_stats_and_profile() {
     let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(doc["outputs"][0]["shape"], serde_json::json!([2, 10]));
     let by_op = doc["profile"]["by_op"].as_array().unwrap();
-    let matmul = by_op.iter().find(|o| o["op"] == "matmul").unwrap();
-    assert_eq!(matmul["count"], 4, "four matmuls, one run");
+    let linear = by_op.iter().find(|o| o["op"] == "matmul_bias").unwrap();
+    assert_eq!(
+        linear["count"], 4,
+        "four linear layers (bias fused), one run"
+    );
 }
 
 #[test]

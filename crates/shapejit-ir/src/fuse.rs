@@ -19,6 +19,10 @@
 //! - **Activation after a convolution**: `relu`, `leaky_relu` or `clip` of a
 //!   `conv2d` becomes the conv with that [`Activation`], which its kernel applies
 //!   while the output is in registers.
+//! - **Bias after a matrix product**: `matmul(a, b) + bias` (either operand
+//!   order) with `b` of rank >= 2 and `bias` an f32 constant of shape `[n]`, the
+//!   product's last dim, becomes `matmul_bias(a, b, bias)`, which the matmul
+//!   kernel adds while the output is in registers.
 //! - Dead code is removed afterwards ([`remove_dead`]): nodes none of whose
 //!   results reach a graph output, and the values only they defined.
 //!
@@ -30,7 +34,7 @@
 //! (within the error [`UnaryOp::Gelu`]'s kernels state); the folded batch norm
 //! and the per-channel affine only by rounding (within conv's 1e-5 relative
 //! tolerance: the products and the bias are each rounded once more); a fused activation is bit-identical to the
-//! unary op after the conv.
+//! unary op after the conv, and `matmul_bias` to the `add` after the matmul.
 
 use crate::dtype::DType;
 use crate::graph::{Graph, Node, NodeId, ValueId, ValueInfo, ValueType};
@@ -44,7 +48,8 @@ pub fn fuse(graph: &mut Graph) -> usize {
     let fused = fuse_gelu(graph)
         + apply_folds(graph, bn_fold)
         + apply_folds(graph, affine_fold)
-        + fuse_activations(graph);
+        + fuse_activations(graph)
+        + fuse_matmul_bias(graph);
     if fused > 0 {
         remove_dead(graph);
     }
@@ -475,6 +480,48 @@ fn fuse_activations(graph: &mut Graph) -> usize {
     count
 }
 
+/// Rewrites every `add` of a `matmul` and a constant `[n]` f32 bias into one
+/// `matmul_bias`; returns how many.
+fn fuse_matmul_bias(graph: &mut Graph) -> usize {
+    let facts = Facts::of(graph);
+    let mut rewrites = Vec::new();
+    for (idx, node) in graph.nodes.iter().enumerate() {
+        let [x, y] = node.inputs[..] else { continue };
+        let out = &graph.value(node.outputs[0]).ty;
+        if node.op != Op::Binary(BinaryOp::Add) || out.dtype != DType::F32 {
+            continue;
+        }
+        // a `[n]` constant along the product's last dim (no broadcast of the product)
+        let bias_fits = |bias: ValueId, product: ValueId| {
+            let shape = graph.value(bias).ty.shape.dims();
+            let len = const_f32(graph, &facts, bias).map(|c| c.len() as i64);
+            let n = out.shape.dims().last().and_then(|d| d.as_known());
+            graph.value(product).ty.shape == out.shape
+                && shape.len() == 1
+                && len.is_some()
+                && len == n
+                && shape[0].as_known() == n
+        };
+        let fused = [(x, y), (y, x)].into_iter().find_map(|(product, bias)| {
+            let (mm, op) = facts.single_use_def(graph, product)?;
+            let inputs = &graph.node(mm).inputs;
+            let b_is_matrix = inputs.get(1).map(|&b| graph.value(b).ty.shape.rank() >= 2);
+            (*op == Op::MatMul && b_is_matrix == Some(true) && bias_fits(bias, product))
+                .then(|| vec![inputs[0], inputs[1], bias])
+        });
+        if let Some(inputs) = fused {
+            rewrites.push((idx, inputs));
+        }
+    }
+    let count = rewrites.len();
+    for (idx, inputs) in rewrites {
+        let node = &mut graph.nodes[idx];
+        node.op = Op::MatMulBias;
+        node.inputs = inputs;
+    }
+    count
+}
+
 /// Removes nodes none of whose results reach a graph output (sub-graph nodes
 /// are kept whole) and the values only they defined; value ids are renumbered
 /// in their old order.
@@ -885,5 +932,57 @@ mod tests {
             g.to_string(),
             "graph @d(%x: f32[4]) -> (%y) {\n  %y = abs @abs_0 %x : f32[4]\n}\n"
         );
+    }
+
+    /// `y = x @ w + bias` (`bias_first`: `bias + x @ w`) with `x [batch, 3, 4]`,
+    /// `w [4, n]` and a constant bias of `bias_shape`; `product_out` also
+    /// returns the product.
+    fn linear(n: usize, bias_shape: &[usize], bias_first: bool, product_out: bool) -> Graph {
+        let mut b = GraphBuilder::new("l");
+        let x = b.input("x", DType::F32, shape!["batch", 3, 4]);
+        let t = |v: Vec<f32>, s: &[usize]| Tensor::from_vec(v, s).unwrap();
+        let w = b.constant("w", t((0..4 * n).map(|i| i as f32).collect(), &[4, n]));
+        let len = bias_shape.iter().product();
+        let bias = b.constant("bias", t(vec![0.5; len], bias_shape));
+        let product = b.matmul(x, w).unwrap();
+        let (l, r) = if bias_first {
+            (bias, product)
+        } else {
+            (product, bias)
+        };
+        let y = b.binary(BinaryOp::Add, l, r).unwrap();
+        b.output("y", y).unwrap();
+        if product_out {
+            b.output("product", product).unwrap();
+        }
+        b.finish().unwrap()
+    }
+
+    #[test]
+    fn a_constant_bias_after_a_matmul_fuses_in_either_order() {
+        for bias_first in [false, true] {
+            let mut g = linear(5, &[5], bias_first, false);
+            assert_eq!(fuse(&mut g), 1);
+            verify(&g).unwrap();
+            assert_eq!(ops(&g), ["constant", "constant", "matmul_bias"]);
+            let node = &g.nodes[2];
+            let names: Vec<&str> = node.inputs.iter().map(|&v| &*g.value(v).name).collect();
+            assert_eq!(names, ["x", "w", "bias"]);
+            assert_eq!(g.value(g.outputs[0]).ty.to_string(), "f32[batch, 3, 5]");
+        }
+    }
+
+    #[test]
+    fn a_broadcasting_or_shared_product_or_other_bias_shapes_stay_unfused() {
+        // [1, 5] bias, a bias that broadcasts the [.., 1] product, a product also returned
+        for g in [
+            linear(5, &[1, 5], false, false),
+            linear(1, &[5], false, false),
+            linear(5, &[5], false, true),
+        ] {
+            let mut fused = g.clone();
+            assert_eq!(fuse(&mut fused), 0);
+            assert_eq!(fused.to_string(), g.to_string());
+        }
     }
 }

@@ -128,6 +128,7 @@ pub fn infer(op: &Op, inputs: &[&ValueInfo], ctx: &mut InferCtx) -> Result<Vec<I
             }])
         }
         Op::MatMul => one(nn::matmul(inputs)),
+        Op::MatMulBias => one(nn::matmul_bias(inputs)),
         Op::Gemm {
             trans_a, trans_b, ..
         } => one(nn::gemm(*trans_a, *trans_b, inputs)),

@@ -463,6 +463,13 @@ pub enum Op {
     /// operands are promoted and the added dim removed. Inputs: `a`, `b`.
     /// Tolerance: 1e-5 relative to `sum |a||b|`.
     MatMul,
+    /// [`Op::MatMul`] then `+ bias` along the last axis: `a @ b + bias` with `b` of
+    /// rank >= 2 and `bias` a `[n]` vector (`n` = the output's last dim), as a
+    /// `matmul` and an `add` would compute it (the same rounding: the bias is
+    /// added to the finished product). Made by `fuse` from a `matmul` whose only
+    /// use is an `add` of a constant vector. Inputs: `a`, `b`, `bias`.
+    /// Tolerance: 1e-5 relative to `sum |a||b| + |bias|`.
+    MatMulBias,
     /// `alpha * op(a) @ op(b) + beta * c` on rank-2 `a`, `b`; `c` broadcasts.
     /// Inputs: `a`, `b`, optional `c`.
     Gemm {
@@ -749,6 +756,7 @@ impl Op {
             Op::Cast { .. } => "cast",
             Op::BitCast { .. } => "bitcast",
             Op::MatMul => "matmul",
+            Op::MatMulBias => "matmul_bias",
             Op::Gemm { .. } => "gemm",
             Op::Reduce { op, .. } => op.name(),
             Op::DynReduce { op, .. } => op.dyn_name(),

@@ -1177,7 +1177,7 @@ fn packed_b<'a>(
     srcs: &[Reg],
 ) -> Option<&'a PackedB> {
     let op_transposes = match op {
-        Op::MatMul => false,
+        Op::MatMul | Op::MatMulBias => false,
         Op::Gemm { trans_b, .. } => *trans_b,
         _ => return None,
     };

@@ -1,4 +1,4 @@
-//! matmul and gemm against naive f64 loops, over random shapes (rank-1
+//! matmul, matmul_bias and gemm against naive f64 loops, over random shapes (rank-1
 //! promotion, broadcast batch dims, size-1 and zero-size dims) and strided
 //! operands (transposed, sliced, reversed, broadcast).
 
@@ -135,6 +135,68 @@ fn large_matmul_uses_real_strides() {
     let out = run(&Op::MatMul, &[&a, &b]).unwrap();
     let (_, want, mags) = matmul_ref(&a, &b);
     assert_matmul_close("large matmul", &out[0].vals, &want, &mags);
+}
+
+#[test]
+fn matmul_bias_matches_naive_loops() {
+    let mut rng = Rng::new(12);
+    for case in 0..60 {
+        let (m, k, n) = (rng.range(1, 9), rng.range(1, 9), rng.range(1, 9));
+        let mut sa: Vec<usize> = (0..rng.range(0, 3)).map(|_| rng.range(1, 4)).collect();
+        sa.extend([m, k]);
+        if case % 7 == 0 {
+            sa = vec![k];
+        }
+        let a = Host::f32(&mut rng, &sa, KINDS[case % 3]);
+        let b = Host::f32(&mut rng, &[k, n], KINDS[(case / 3) % 3]);
+        let bias = Host::f32(&mut rng, &[n], KINDS[(case / 9) % 3]);
+        let out = run(&Op::MatMulBias, &[&a, &b, &bias]).unwrap();
+        let (shape, product, mags) = matmul_ref(&a, &b);
+        let want: Vec<f64> = product
+            .iter()
+            .enumerate()
+            .map(|(i, p)| p + bias.vals[i % n])
+            .collect();
+        // the tolerance (op.rs) counts the bias's magnitude with the products'
+        let mags: Vec<f64> = mags
+            .iter()
+            .enumerate()
+            .map(|(i, m)| m + bias.vals[i % n].abs())
+            .collect();
+        assert_eq!(out[0].ty.shape.as_slice(), shape.as_slice(), "{sa:?}");
+        let what = format!("matmul_bias {sa:?} @ [{k}, {n}]");
+        assert_matmul_close(&what, &out[0].vals, &want, &mags);
+    }
+}
+
+#[test]
+fn matmul_bias_errors_name_the_bias() {
+    let mut rng = Rng::new(13);
+    let a = Host::f32(&mut rng, &[3, 4], Kind::Contiguous);
+    let b = Host::f32(&mut rng, &[4, 5], Kind::Contiguous);
+    for bad in [vec![4], vec![1, 5], vec![]] {
+        let bias = Host::f32(&mut rng, &bad, Kind::Contiguous);
+        let Err(err) = run(&Op::MatMulBias, &[&a, &b, &bias]) else {
+            panic!("bias {bad:?} accepted");
+        };
+        assert!(
+            matches!(&err, OpError::Shape { op: "matmul_bias", message } if message.contains("bias")),
+            "{bad:?}: {err}"
+        );
+    }
+    let vector = Host::f32(&mut rng, &[4], Kind::Contiguous);
+    let bias = Host::f32(&mut rng, &[5], Kind::Contiguous);
+    assert!(matches!(
+        run(&Op::MatMulBias, &[&a, &vector, &bias]),
+        Err(OpError::Shape {
+            op: "matmul_bias",
+            ..
+        })
+    ));
+    assert!(matches!(
+        run(&Op::MatMulBias, &[&a, &b]),
+        Err(OpError::Arity { .. })
+    ));
 }
 
 #[test]

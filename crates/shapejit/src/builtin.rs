@@ -12,6 +12,10 @@
 //!   `y = x*w + b; v = tanh(y)*y + x; out = sigmoid(v)*v - 0.25` (the same chain as the
 //!   peers' `elementwise.onnx`).
 //!
+//! Each graph is returned after the ONNX importer's load-time rewrites
+//! (`shapejit_ir::fuse`: a linear layer's `matmul` and bias `add` are one
+//! `matmul_bias`), as its exported twin in `../shared/models` loads.
+//!
 //! Weight names are stable (tests read the weights back by name): linear layers are
 //! `{layer}_{name}_w` (`[fan_in, fan_out]`, used as `x @ w`) and `{layer}_{name}_b`,
 //! layer norms `{layer}_{name}_scale` and `{layer}_{name}_bias`, e.g. `l0_q_w`, `l3_ln2_scale`,
@@ -70,10 +74,15 @@ pub fn elementwise() -> Graph {
     finish("elementwise", build_elementwise())
 }
 
+/// The built graph with the load-time rewrites the ONNX importer applies
+/// (`shapejit_ir::fuse`), so a built-in model runs as its exported twin does.
 fn finish(name: &str, built: Result<Graph, IrError>) -> Graph {
     // Invariant (module docs): the graph is fixed and covered by tests, so an error
     // here is an internal bug, never a consequence of user input.
-    built.unwrap_or_else(|e| panic!("built-in model '{name}' is malformed (internal bug): {e}"))
+    let mut graph = built
+        .unwrap_or_else(|e| panic!("built-in model '{name}' is malformed (internal bug): {e}"));
+    shapejit_ir::fuse::fuse(&mut graph);
+    graph
 }
 
 /// A builder with a seeded weight source and the few layer shapes the models use.

@@ -54,7 +54,7 @@ fn class(graph: &Graph, node: &Node) -> Option<Class> {
     }
     match node.op {
         _ if node.op.is_elementwise() => Some(Class::Elementwise),
-        Op::MatMul | Op::Gemm { .. } => Some(Class::Matmul),
+        Op::MatMul | Op::MatMulBias | Op::Gemm { .. } => Some(Class::Matmul),
         Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::LayerNorm { .. } | Op::Reduce { .. } => {
             Some(Class::Reduction)
         }

@@ -54,6 +54,29 @@ pub(super) fn matmul(inputs: &[&ValueInfo]) -> Result<Inferred, String> {
     Ok(Inferred::new(dtype, Shape(out)))
 }
 
+/// [`matmul`] of inputs 0 and 1 (`b` of rank >= 2), plus input 2, a `[n]` bias.
+pub(super) fn matmul_bias(inputs: &[&ValueInfo]) -> Result<Inferred, String> {
+    arity(inputs, 3, 3)?;
+    if inputs[1].ty.shape.rank() < 2 {
+        return Err(format!(
+            "matmul_bias needs b of rank >= 2, got {}",
+            inputs[1].ty.shape
+        ));
+    }
+    let product = matmul(&inputs[..2])?;
+    expect_same_dtype(inputs, 2)?;
+    let n = product.ty.shape.dims().last().cloned();
+    let bias = &inputs[2].ty.shape;
+    if bias.rank() != 1 || bias.dims().first() != n.as_ref() {
+        return Err(format!(
+            "input 2 (bias) has shape {bias}, expected [{}] (the product is {})",
+            n.map_or("n".to_string(), |d| d.to_string()),
+            product.ty.shape
+        ));
+    }
+    Ok(product)
+}
+
 /// Gemm on rank-2 `a`, `b` (optionally transposed); `c` broadcasts to `[M, N]`.
 pub(super) fn gemm(
     trans_a: bool,

@@ -204,6 +204,7 @@ pub(super) fn attrs_of(op: &Op) -> Vec<(&'static str, AttrValue)> {
         | Op::Binary(_)
         | Op::Where
         | Op::MatMul
+        | Op::MatMulBias
         | Op::Expand
         | Op::DynSlice
         | Op::Tile
@@ -510,6 +511,7 @@ pub(super) fn op_from(
                 }
             }
             "matmul" => Op::MatMul,
+            "matmul_bias" => Op::MatMulBias,
             "gemm" => Op::Gemm {
                 alpha: a.float("alpha", Some(1.0))?,
                 beta: a.float("beta", Some(1.0))?,

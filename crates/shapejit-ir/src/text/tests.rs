@@ -164,6 +164,8 @@ fn every_op() -> Graph {
         )
         .unwrap();
     let mm = b.matmul(gm, wt).unwrap();
+    let bias = b.constant("bias", Tensor::from_vec(vec![0.5f32; 4], &[4]).unwrap());
+    let _ = b.op(crate::Op::MatMulBias, &[gm, wt, bias]).unwrap();
     let red = b.reduce(ReduceOp::Mean, mm, &[-1], false).unwrap();
     for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod] {
         let _ = b.reduce(op, mm, &[], true).unwrap();

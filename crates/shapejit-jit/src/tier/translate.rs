@@ -93,7 +93,7 @@ pub fn batch_rule(program: &Program, region: &Region) -> BatchRule {
         return BatchRule::Iteration;
     };
     let trans_a = match op {
-        IrOp::MatMul => false,
+        IrOp::MatMul | IrOp::MatMulBias => false,
         IrOp::Gemm { trans_a, .. } => *trans_a,
         _ => return BatchRule::Iteration,
     };
@@ -682,6 +682,7 @@ fn translate_matmul(
     };
     let (alpha, trans_a, trans_b, c) = match op {
         IrOp::MatMul => (1.0, false, false, None),
+        IrOp::MatMulBias => (1.0, false, false, srcs.get(2).map(|r| (r, 1.0))),
         IrOp::Gemm {
             alpha,
             beta,
@@ -747,8 +748,13 @@ fn translate_matmul(
             .get(c_reg)
             .cloned()
             .ok_or_else(|| fail("gemm c is not an f32 region input".to_string()))?;
-        let beta = epi.constant(beta);
-        let scaled = epi.binary(BinaryOp::Mul, cv.id, beta);
+        // `1 · c` is `c`: a matmul_bias's bias is added as the separate add would
+        let scaled = if beta == 1.0 {
+            cv.id
+        } else {
+            let beta = epi.constant(beta);
+            epi.binary(BinaryOp::Mul, cv.id, beta)
+        };
         result = epi.binary(BinaryOp::Add, result, scaled);
     }
     let tail = Epilogue {

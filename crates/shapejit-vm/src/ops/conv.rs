@@ -10,8 +10,8 @@
 //! padded cells only with `count_include_pad` (and never cells past the end padding).
 
 use super::util::{
-    arity, contiguous_f32, copy_len, expect_dtype, expect_rank, kernel_err, shape_err, value_err,
-    view_of,
+    arity, contiguous_f32, copy_len, expect_dtype, expect_rank, kernel_err, out_elems, shape_err,
+    value_err, view_of,
 };
 use super::{OpError, OutType, Scratch};
 use crate::tensor::{TensorMut, TensorRef};
@@ -276,7 +276,7 @@ pub(crate) fn conv2d(
         Some(_) => Some(contiguous_f32(op, &view_of::<f32>(op, inputs, 2)?, bbuf)?),
         None => None,
     };
-    let dst = out_f32(op, out)?;
+    let dst = out_elems::<f32>(op, out)?;
     let conv = ConvParams {
         w: w_elems,
         bias,
@@ -334,16 +334,8 @@ pub(crate) fn conv_transpose2d(
         Some(_) => Some(contiguous_f32(op, &view_of::<f32>(op, inputs, 2)?, bbuf)?),
         None => None,
     };
-    let dst = out_f32(op, out)?;
+    let dst = out_elems::<f32>(op, out)?;
     kconv_transpose(dst, &x_dense, w_elems, bias, groups, &win, col).map_err(kernel_err(op))
-}
-
-fn out_f32<'a>(op: &Op, out: &'a mut TensorMut) -> Result<&'a mut [f32], OpError> {
-    out.elems_mut::<f32>().ok_or_else(|| OpError::Output {
-        op: op.name(),
-        index: 0,
-        message: "buffer dtype or alignment".into(),
-    })
 }
 
 fn pool(
@@ -358,7 +350,7 @@ fn pool(
     let win = kernel_window(window, window.kernel, [out.shape[2], out.shape[3]]);
     let input = [x.shape()[2], x.shape()[3]];
     let [planes] = scratch.f32_bufs(op, [pool2d_scratch_len(&win, input)])?;
-    pool2d(out_f32(op, out)?, &x, &win, p, planes).map_err(kernel_err(op))
+    pool2d(out_elems::<f32>(op, out)?, &x, &win, p, planes).map_err(kernel_err(op))
 }
 
 pub(crate) fn max_pool(

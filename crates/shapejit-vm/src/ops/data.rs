@@ -11,8 +11,8 @@
 //! `size` is i64.
 
 use super::util::{
-    Ints, arity, expect_dtype, kernel_err, norm_axis, out_view, read_ints, read_scalar, same_dtype,
-    shape_err, value_err, view_of, with_dtype,
+    Ints, arity, expect_dtype, kernel_err, norm_axis, out_elems, out_view, read_ints, read_scalar,
+    same_dtype, shape_err, value_err, view_of, with_dtype,
 };
 use super::{OpError, OutType, OutTypes};
 use crate::tensor::{Dims, TensorMut, TensorRef};
@@ -558,11 +558,7 @@ fn cumulative_of<T: Accumulate>(
     let shape = x.shape();
     let (n, inner) = (shape[axis], shape[axis + 1..].iter().product::<usize>());
     let outer: usize = shape[..axis].iter().product();
-    let dst = out.elems_mut::<T>().ok_or_else(|| OpError::Output {
-        op: op.name(),
-        index: 0,
-        message: format!("not a contiguous {} buffer", T::DTYPE),
-    })?;
+    let dst = out_elems::<T>(op, out)?;
     let (identity, combine): (T, fn(T, T) -> T) = if flags.product {
         (T::ONE, T::times)
     } else {

@@ -9,7 +9,9 @@
 //! **Invariant:** no allocation: coordinates live in fixed arrays of
 //! [`MAX_RANK`], larger ranks are an unsupported error.
 
-use super::util::{arity, expect_dtype, norm_axis, same_dtype, shape_err, value_err, with_dtype};
+use super::util::{
+    arity, expect_dtype, norm_axis, out_elems, same_dtype, shape_err, value_err, with_dtype,
+};
 use super::{OpError, OutType};
 use crate::tensor::{Dims, TensorMut, TensorRef};
 use shapejit_ir::{DType, Element, Op, ScatterReduction};
@@ -68,14 +70,6 @@ fn index_at(op: &Op, t: &TensorRef, i: usize, size: usize) -> Result<usize, OpEr
 fn read<T: Element>(op: &Op, t: &TensorRef, i: usize) -> Result<T, OpError> {
     t.get_flat::<T>(i)
         .ok_or_else(|| value_err(op, format!("element {i} is unreadable")))
-}
-
-fn out_elems<'o, T: Element>(op: &Op, out: &'o mut TensorMut) -> Result<&'o mut [T], OpError> {
-    out.elems_mut::<T>().ok_or_else(|| OpError::Output {
-        op: op.name(),
-        index: 0,
-        message: "buffer dtype or alignment".into(),
-    })
 }
 
 /// For position `p` (flat, row-major over `shape`) of the indices: the flat

@@ -1,21 +1,23 @@
-//! `matmul` (NumPy semantics, broadcast batch dims) and `gemm`, on the
+//! `matmul` (NumPy semantics, broadcast batch dims), `matmul_bias` and `gemm`, on the
 //! `gemm`-crate kernel with the operands' own strides: transposed, sliced and
 //! broadcast views are read in place, never copied. A constant right operand the
 //! interpreter packed ahead (`crate::weights`) runs `shapejit_kernels::packed`
-//! instead where [`shapejit_kernels::packed::packed_pays`] says it is faster.
+//! instead where [`shapejit_kernels::packed::packed_pays`] says it is faster
+//! (`matmul_bias` then adds its bias in the kernel's epilogue, which rounds as
+//! the separate add does).
 //!
 //! **Invariant:** f32 only; integer matrix products are `Unsupported`.
 
 use super::util::{
-    arity, broadcast_shapes, expect_dtype, expect_rank, kernel_err, out_view, out_view_as,
-    shape_err, view_of,
+    arity, broadcast_shapes, expect_dtype, expect_rank, kernel_err, out_elems, out_view,
+    out_view_as, shape_err, view_of,
 };
 use super::{OpError, OutType};
 use crate::tensor::{Dims, TensorMut, TensorRef};
 use shapejit_ir::{DType, Op};
 use shapejit_kernels::elementwise as ew;
 use shapejit_kernels::matmul::matmul as mm;
-use shapejit_kernels::packed::{PackedB, matmul_packed, packed_pays};
+use shapejit_kernels::packed::{Bias, Epilogue, PackedB, matmul_packed_epilogue, packed_pays};
 use shapejit_kernels::{MAX_RANK, StridedShape, View};
 use smallvec::SmallVec;
 
@@ -132,14 +134,15 @@ fn folded_rows<'a>(a: &View<'a, f32>) -> Option<View<'a, f32>> {
     a.with_geom(geom).ok()
 }
 
-/// `out = alpha · a @ packed` when the packed path is faster for this product and
-/// `a` folds into rows; `Ok(false)` leaves it to `gemm`.
+/// `out = alpha · a @ packed + bias` when the packed path is faster for this
+/// product and `a` folds into rows; `Ok(false)` leaves it to `gemm`.
 fn try_packed(
     op: &Op,
     a: &View<f32>,
     packed: Option<&PackedB>,
     out: &mut TensorMut,
     alpha: f32,
+    bias: Bias,
 ) -> Result<bool, OpError> {
     let Some(p) = packed else {
         return Ok(false);
@@ -151,15 +154,15 @@ fn try_packed(
     if k != p.k() || !packed_pays(rows, k, p.n()) {
         return Ok(false);
     }
-    let dst = out.elems_mut::<f32>().ok_or_else(|| OpError::Output {
-        op: op.name(),
-        index: 0,
-        message: "buffer dtype or alignment".into(),
-    })?;
+    let dst = out_elems::<f32>(op, out)?;
     if dst.len() != rows * p.n() {
         return Ok(false);
     }
-    matmul_packed(dst, &a, p, alpha).map_err(kernel_err(op))?;
+    let epilogue = Epilogue {
+        bias,
+        activation: None,
+    };
+    matmul_packed_epilogue(dst, &a, p.borrowed(), alpha, epilogue).map_err(kernel_err(op))?;
     Ok(true)
 }
 
@@ -172,7 +175,8 @@ pub(crate) fn matmul(
     let a = view_of::<f32>(op, inputs, 0)?;
     let b = view_of::<f32>(op, inputs, 1)?;
     let (batch, m, _, n) = matmul_dims(op, a.shape(), b.shape())?;
-    if b.shape().len() == 2 && a.shape().len() >= 2 && try_packed(op, &a, packed, out, 1.0)? {
+    let packs = b.shape().len() == 2 && a.shape().len() >= 2;
+    if packs && try_packed(op, &a, packed, out, 1.0, Bias::None)? {
         return Ok(());
     }
     let a = a
@@ -185,6 +189,62 @@ pub(crate) fn matmul(
     full.extend([m, n]);
     let mut o = out_view_as::<f32>(op, out, &full)?;
     mm(&mut o, &a, &b, 1.0, false).map_err(kernel_err(op))
+}
+
+/// `matmul_bias`: the `matmul` of inputs 0 and 1 (`b` of rank >= 2), input 2 a
+/// `[n]` f32 bias for its last dim.
+pub(crate) fn matmul_bias_type(op: &Op, inputs: &[TensorRef]) -> Result<OutType, OpError> {
+    arity(op, inputs, 3, 3)?;
+    expect_dtype(op, inputs, 2, &[DType::F32])?;
+    if inputs[1].shape().len() < 2 {
+        return Err(shape_err(
+            op,
+            format!("b must have rank >= 2, got {:?}", inputs[1].shape()),
+        ));
+    }
+    let product = matmul_type(op, &inputs[..2])?;
+    let n = product.shape.last().copied();
+    if inputs[2].shape().len() != 1 || inputs[2].shape().first().copied() != n {
+        return Err(shape_err(
+            op,
+            format!(
+                "bias of shape {:?} does not match the product's last dim (product {:?})",
+                inputs[2].shape(),
+                product.shape
+            ),
+        ));
+    }
+    Ok(product)
+}
+
+/// `out = a @ b + bias`: on the packed weights with the bias in the kernel's
+/// epilogue, else the product then the bias added to each row (the same
+/// rounding).
+pub(crate) fn matmul_bias(
+    op: &Op,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+    packed: Option<&PackedB>,
+) -> Result<(), OpError> {
+    let a = view_of::<f32>(op, inputs, 0)?;
+    let bias = view_of::<f32>(op, inputs, 2)?;
+    if let Some(b) = bias.as_contiguous()
+        && a.shape().len() >= 2
+        && try_packed(op, &a, packed, out, 1.0, Bias::PerColumn(b))?
+    {
+        return Ok(());
+    }
+    matmul(op, &inputs[..2], out, packed)?;
+    let (data, at, stride) = (bias.data(), bias.geom().offset(), bias.geom().strides()[0]);
+    let n = bias.shape()[0];
+    let dst = out_elems::<f32>(op, out)?;
+    for row in dst.chunks_exact_mut(n.max(1)) {
+        for (j, o) in row.iter_mut().enumerate() {
+            // Invariant: j < n, inside the bias view's checked extent.
+            *o += data[(at as isize + j as isize * stride) as usize];
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn gemm_type(
@@ -257,7 +317,7 @@ pub(crate) fn gemm(
     let a = transposed_if(op, view_of::<f32>(op, inputs, 0)?, trans_a)?;
     let b = transposed_if(op, view_of::<f32>(op, inputs, 1)?, trans_b)?;
     let no_bias = inputs.len() < 3 || beta == 0.0;
-    if no_bias && try_packed(op, &a, packed, out, alpha)? {
+    if no_bias && try_packed(op, &a, packed, out, alpha, Bias::None)? {
         return Ok(());
     }
     let mut o = out_view::<f32>(op, out)?;

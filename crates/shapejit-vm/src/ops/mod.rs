@@ -221,6 +221,7 @@ pub fn output_types(op: &Op, inputs: &[TensorRef]) -> Result<OutTypes, OpError> 
             single(OutType::new(*to, inputs[0].layout.shape.clone()))
         }
         Op::MatMul => single(linalg::matmul_type(op, inputs)?),
+        Op::MatMulBias => single(linalg::matmul_bias_type(op, inputs)?),
         Op::Gemm {
             trans_a, trans_b, ..
         } => single(linalg::gemm_type(op, inputs, *trans_a, *trans_b)?),
@@ -339,6 +340,7 @@ pub fn types_from_layouts(op: &Op) -> bool {
         | Op::Cast { .. }
         | Op::BitCast { .. }
         | Op::MatMul
+        | Op::MatMulBias
         | Op::Gemm { .. }
         | Op::Reduce { .. }
         | Op::Softmax { .. }
@@ -555,6 +557,7 @@ fn compute(
         Op::Cast { to } => elementwise::cast(op, *to, inputs, &mut outputs[0]),
         Op::BitCast { to } => elementwise::bitcast(op, *to, inputs, &mut outputs[0]),
         Op::MatMul => linalg::matmul(op, inputs, &mut outputs[0], packed_b),
+        Op::MatMulBias => linalg::matmul_bias(op, inputs, &mut outputs[0], packed_b),
         Op::Gemm {
             alpha,
             beta,

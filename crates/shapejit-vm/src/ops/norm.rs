@@ -8,8 +8,8 @@
 //! **Invariant:** results do not depend on the input layout.
 
 use super::util::{
-    arity, contiguous_f32, copy_len, expect_dtype, kernel_err, norm_axis, out_view, shape_err,
-    view_of,
+    arity, contiguous_f32, copy_len, expect_dtype, kernel_err, norm_axis, out_elems, out_view,
+    shape_err, view_of,
 };
 use super::{OpError, OutType, Scratch};
 use crate::tensor::{TensorMut, TensorRef};
@@ -26,14 +26,6 @@ pub(crate) fn softmax_type(op: &Op, axis: i64, inputs: &[TensorRef]) -> Result<O
     Ok(OutType {
         dtype: DType::F32,
         shape: inputs[0].layout.shape.clone(),
-    })
-}
-
-fn out_slice<'a>(op: &Op, out: &'a mut TensorMut) -> Result<&'a mut [f32], OpError> {
-    out.elems_mut::<f32>().ok_or_else(|| OpError::Output {
-        op: op.name(),
-        index: 0,
-        message: "buffer dtype or alignment".into(),
     })
 }
 
@@ -55,7 +47,7 @@ pub(crate) fn softmax(
     );
     let [buf] = scratch.f32_bufs(op, [copy_len(&x)])?;
     let src = contiguous_f32(op, &x, buf)?;
-    rows::softmax(src, out_slice(op, out)?, outer, n, inner, log).map_err(kernel_err(op))
+    rows::softmax(src, out_elems::<f32>(op, out)?, outer, n, inner, log).map_err(kernel_err(op))
 }
 
 /// `x.shape[axis..]` for layer_norm.
@@ -141,7 +133,8 @@ pub(crate) fn layer_norm(
     }
     let src = contiguous_f32(op, &x, xbuf)?;
     let bias = if has_bias { Some(&*bbuf) } else { None };
-    rows::layer_norm(src, out_slice(op, out)?, n, sbuf, bias, epsilon).map_err(kernel_err(op))
+    rows::layer_norm(src, out_elems::<f32>(op, out)?, n, sbuf, bias, epsilon)
+        .map_err(kernel_err(op))
 }
 
 pub(crate) fn batch_norm_type(op: &Op, inputs: &[TensorRef]) -> Result<OutType, OpError> {

@@ -9,8 +9,8 @@
 //! **Invariant:** `reduce_max`/`reduce_min` propagate NaN.
 
 use super::util::{
-    Ints, arity, expect_dtype, kernel_err, norm_axis, out_view, read_ints, shape_err, view_of,
-    with_dtype,
+    Ints, arity, expect_dtype, kernel_err, norm_axis, out_elems, out_view, read_ints, shape_err,
+    view_of, with_dtype,
 };
 use super::{OpError, OutType};
 use crate::tensor::{Dims, TensorMut, TensorRef};
@@ -183,14 +183,6 @@ fn reduce_int<T: IntElem>(
         ReduceOp::Min => kreduce(out, &x, flags, T::MAX, |a, v| a.min(v), |a, _| a),
     };
     res.map_err(kernel_err(op))
-}
-
-fn out_elems<'a, T: Element>(op: &Op, out: &'a mut TensorMut) -> Result<&'a mut [T], OpError> {
-    out.elems_mut::<T>().ok_or_else(|| OpError::Output {
-        op: op.name(),
-        index: 0,
-        message: "buffer dtype or alignment".into(),
-    })
 }
 
 pub(crate) fn reduce(

@@ -86,8 +86,11 @@ fn rule(op: &Op, inputs: &[TensorRef], out: &[usize]) -> Option<(usize, Align, u
     Some(match op {
         Op::Binary(_) | Op::Where | Op::Cast { .. } => (rank, Align::Trailing, 300),
         Op::Unary(_) => (rank, Align::Trailing, 1_000),
-        Op::MatMul => {
-            if inputs.iter().any(|t| t.shape().len() < 2) {
+        Op::MatMul | Op::MatMulBias => {
+            if inputs[..2.min(inputs.len())]
+                .iter()
+                .any(|t| t.shape().len() < 2)
+            {
                 return None;
             }
             (rank - 1, Align::MatMul, 20 * last(0)? as u128)

@@ -259,6 +259,19 @@ pub(crate) fn copy_len(v: &View<f32>) -> usize {
     }
 }
 
+/// Output 0's buffer as `T` elements (an error, never a panic, when the buffer
+/// has another dtype or alignment).
+pub(crate) fn out_elems<'o, T: Element>(
+    op: &Op,
+    out: &'o mut TensorMut,
+) -> Result<&'o mut [T], OpError> {
+    out.elems_mut::<T>().ok_or_else(|| OpError::Output {
+        op: op.name(),
+        index: 0,
+        message: format!("not a contiguous {} buffer", T::DTYPE),
+    })
+}
+
 /// The view's elements in row-major order: in place when contiguous, else
 /// copied into `buf` (scratch of at least `numel` elements when not contiguous).
 pub(crate) fn contiguous_f32<'a>(

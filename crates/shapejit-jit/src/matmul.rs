@@ -195,7 +195,9 @@ impl MatMulKernel {
     /// As [`Self::run`], in up to `pieces` ranges of the output's dim 0 handed to
     /// `spread` (which calls its function for every index below its count and returns
     /// when all are done): each piece multiplies its rows of a rank-2 `a` and applies
-    /// the epilogue to them while they are in cache. Other products run whole. Every
+    /// the epilogue to them while they are in cache; with fewer dim-0 indices than
+    /// `pieces` (batch 1) only the product of a rank-2 `a` runs in row ranges, the
+    /// epilogue whole after it. Other products run whole. Every
     /// piece takes the whole call's GEMM path (packed weights or `gemm`), whose rows do
     /// not depend on the other rows of the product (the k order is fixed), so outputs
     /// do not depend on `pieces` (tested at 1, 2 and 3 threads).
@@ -258,39 +260,55 @@ impl MatMulKernel {
         }
         let dim0 = shape[0];
         let rows = numel / n.max(1);
-        let pieces = if a.shape().len() == 2 && self.epilogue.splittable() && dim0 > 0 {
+        let flat = a.shape().len() == 2;
+        let requested = pieces;
+        let pieces = if flat && self.epilogue.splittable() && dim0 > 0 {
             pieces.clamp(1, dim0)
         } else {
             1
         };
         let packed = self.packed_for(a, b, numel);
-        if pieces == 1 {
-            self.gemm(a, b, packed, &mut out[..numel], &gemm_shape)?;
-        }
+        let operands = Operands { a, b, packed };
         let out_ptr = out.as_mut_ptr();
         let mut in_ptrs: SmallVec<[*const f32; 4]> = SmallVec::new();
         in_ptrs.push(out_ptr.cast_const());
         in_ptrs.extend(extras.iter().map(|s| s.as_ptr()));
-        if pieces == 1 {
-            // SAFETY: every extent was checked above; the output aliases only input 0,
-            // which has the output's own contiguous layout (the elementwise contract).
-            unsafe { self.epilogue.run_unchecked(&in_ptrs, &[out_ptr], outer) };
-            return Ok(());
-        }
-        let per = rows / dim0;
         let shared = Shared {
             out: out_ptr,
             ins: in_ptrs,
             error: std::sync::Mutex::new(None),
         };
-        let operands = Operands { a, b, packed };
+        if pieces == 1 {
+            // fewer dim-0 indices than pieces (batch 1): the product alone runs in
+            // row ranges, the epilogue whole after it
+            let row_pieces = if flat {
+                requested.clamp(1, rows.max(1))
+            } else {
+                1
+            };
+            if row_pieces > 1 {
+                spread(row_pieces, &|i| {
+                    let range = (i * rows / row_pieces, (i + 1) * rows / row_pieces);
+                    shared.record(shared.gemm_rows(self, &operands, range, n));
+                });
+                shared.take_error()?;
+            } else {
+                // SAFETY: `out` holds `numel` elements (checked above); nothing else
+                // writes it during this call.
+                let whole = unsafe { std::slice::from_raw_parts_mut(shared.out, numel) };
+                self.gemm(a, b, packed, whole, &gemm_shape)?;
+            }
+            let (ins, out_ptr) = (&shared.ins, shared.out);
+            // SAFETY: every extent was checked above; the output aliases only input 0,
+            // which has the output's own contiguous layout (the elementwise contract).
+            unsafe { self.epilogue.run_unchecked(ins, &[out_ptr], outer) };
+            return Ok(());
+        }
+        let per = rows / dim0;
         spread(pieces, &|i| {
             shared.piece(self, &operands, (i, pieces), dim0, per, n)
         });
-        match shared.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-            None => Ok(()),
-            Some(e) => Err(e),
-        }
+        shared.take_error()
     }
 
     /// `out = alpha · a @ b` into the contiguous `out` of `shape`, on `packed` weights
@@ -337,32 +355,42 @@ struct Shared {
 unsafe impl Sync for Shared {}
 
 impl Shared {
+    /// Rows `lo..hi` of the (rank-2) product, on the whole call's GEMM path.
+    fn gemm_rows(
+        &self,
+        kernel: &MatMulKernel,
+        Operands { a, b, packed }: &Operands,
+        (lo, hi): (usize, usize),
+        n: usize,
+    ) -> Result<(), JitError> {
+        let rows = hi - lo;
+        let geom = a
+            .geom()
+            .narrowed(0, lo, rows)
+            .and_then(|g| a.with_geom(g))
+            .map_err(|e| JitError::Gemm {
+                kernel: kernel.code().name().to_string(),
+                message: e.to_string(),
+            })?;
+        // SAFETY: rows `lo..hi` of the checked output; the callers' ranges are disjoint.
+        let out = unsafe { std::slice::from_raw_parts_mut(self.out.add(lo * n), rows * n) };
+        kernel.gemm(&geom, b, *packed, out, &[rows, n])
+    }
+
     /// Piece `i` of `pieces`: rows `lo·per..hi·per` of the product, then the epilogue
     /// on dim-0 indices `lo..hi`.
     fn piece(
         &self,
         kernel: &MatMulKernel,
-        Operands { a, b, packed }: &Operands,
+        operands: &Operands,
         (i, pieces): (usize, usize),
         dim0: usize,
         per: usize,
         n: usize,
     ) {
         let (lo, hi) = (i * dim0 / pieces, (i + 1) * dim0 / pieces);
-        let rows = (hi - lo) * per;
-        let run = || -> Result<(), JitError> {
-            let geom = a
-                .geom()
-                .narrowed(0, lo * per, rows)
-                .and_then(|g| a.with_geom(g))
-                .map_err(|e| JitError::Gemm {
-                    kernel: kernel.code().name().to_string(),
-                    message: e.to_string(),
-                })?;
-            // SAFETY: rows `lo·per..hi·per` of the checked output; pieces are disjoint.
-            let out =
-                unsafe { std::slice::from_raw_parts_mut(self.out.add(lo * per * n), rows * n) };
-            kernel.gemm(&geom, b, *packed, out, &[rows, n])?;
+        let product = self.gemm_rows(kernel, operands, (lo * per, hi * per), n);
+        if product.is_ok() {
             // SAFETY: the extents were checked for the whole call; input 0 is the
             // output itself (same contiguous layout), and this range is this piece's.
             unsafe {
@@ -370,11 +398,21 @@ impl Shared {
                     .epilogue
                     .run_range_unchecked(&self.ins, &[self.out], lo, hi)
             };
-            Ok(())
-        };
-        if let Err(e) = run() {
+        }
+        self.record(product);
+    }
+
+    /// Keeps the first error a piece reports.
+    fn record(&self, result: Result<(), JitError>) {
+        if let Err(e) = result {
             let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
             slot.get_or_insert(e);
         }
+    }
+
+    /// The first error any piece reported.
+    fn take_error(&self) -> Result<(), JitError> {
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        slot.take().map_or(Ok(()), Err)
     }
 }

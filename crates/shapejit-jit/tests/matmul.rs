@@ -237,13 +237,16 @@ fn packed_weights_serve_their_own_view_only() {
 
 /// A call split into pieces of the output's dim 0 (what the tier does with an intra-op
 /// pool) gives the same bits as the whole call, on `gemm` and on packed weights, for
-/// piece counts that do and do not divide the batch.
+/// piece counts that do and do not divide the batch; at batch 1 the product alone
+/// runs in row ranges (packed, and on `gemm` at 300 rows).
 #[test]
 fn pieces_equal_the_whole_call_bit_for_bit() {
     for (batch, m, k, n) in [
         (7usize, 5usize, 33usize, 40usize),
         (12, 32, 64, 96),
         (3, 100, 48, 17),
+        (1, 40, 33, 24),
+        (1, 300, 20, 17),
     ] {
         for packed in [false, true] {
             for mode in [ShapeMode::Exact, ShapeMode::Family] {

@@ -397,7 +397,7 @@ impl JitKernel {
                 let run = |a: &View<f32>, b: &View<f32>, out: &mut [f32]| match pool {
                     Some(pool) => {
                         let numel = rows * shape[r - 1];
-                        let extent = shape[0].min(rows / MIN_SPLIT_ROWS);
+                        let extent = rows / MIN_SPLIT_ROWS;
                         let pieces = pieces_for(numel, 20 * ka as u128, extent);
                         k.run_pieces(a, b, &extras, out, outer, pieces, &|n, f| pool.run(n, f))
                     }

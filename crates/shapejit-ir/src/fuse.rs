@@ -493,14 +493,11 @@ fn fuse_matmul_bias(graph: &mut Graph) -> usize {
         }
         // a `[n]` constant along the product's last dim (no broadcast of the product)
         let bias_fits = |bias: ValueId, product: ValueId| {
-            let shape = graph.value(bias).ty.shape.dims();
-            let len = const_f32(graph, &facts, bias).map(|c| c.len() as i64);
             let n = out.shape.dims().last().and_then(|d| d.as_known());
+            let vector = matches!(graph.value(bias).ty.shape.dims(), [d] if n.is_some() && d.as_known() == n);
             graph.value(product).ty.shape == out.shape
-                && shape.len() == 1
-                && len.is_some()
-                && len == n
-                && shape[0].as_known() == n
+                && vector
+                && const_f32(graph, &facts, bias).is_some()
         };
         let fused = [(x, y), (y, x)].into_iter().find_map(|(product, bias)| {
             let (mm, op) = facts.single_use_def(graph, product)?;

@@ -267,7 +267,17 @@ impl MatMulKernel {
         } else {
             1
         };
+        // fewer dim-0 indices than pieces (batch 1): the product alone runs in row
+        // ranges, the epilogue whole after it
+        let row_pieces = if pieces == 1 && flat {
+            requested.clamp(1, rows.max(1))
+        } else {
+            1
+        };
         let packed = self.packed_for(a, b, numel);
+        if pieces == 1 && row_pieces == 1 {
+            self.gemm(a, b, packed, &mut out[..numel], &gemm_shape)?;
+        }
         let operands = Operands { a, b, packed };
         let out_ptr = out.as_mut_ptr();
         let mut in_ptrs: SmallVec<[*const f32; 4]> = SmallVec::new();
@@ -279,29 +289,16 @@ impl MatMulKernel {
             error: std::sync::Mutex::new(None),
         };
         if pieces == 1 {
-            // fewer dim-0 indices than pieces (batch 1): the product alone runs in
-            // row ranges, the epilogue whole after it
-            let row_pieces = if flat {
-                requested.clamp(1, rows.max(1))
-            } else {
-                1
-            };
             if row_pieces > 1 {
                 spread(row_pieces, &|i| {
                     let range = (i * rows / row_pieces, (i + 1) * rows / row_pieces);
                     shared.record(shared.gemm_rows(self, &operands, range, n));
                 });
                 shared.take_error()?;
-            } else {
-                // SAFETY: `out` holds `numel` elements (checked above); nothing else
-                // writes it during this call.
-                let whole = unsafe { std::slice::from_raw_parts_mut(shared.out, numel) };
-                self.gemm(a, b, packed, whole, &gemm_shape)?;
             }
-            let (ins, out_ptr) = (&shared.ins, shared.out);
             // SAFETY: every extent was checked above; the output aliases only input 0,
             // which has the output's own contiguous layout (the elementwise contract).
-            unsafe { self.epilogue.run_unchecked(ins, &[out_ptr], outer) };
+            unsafe { self.epilogue.run_unchecked(&shared.ins, &[out_ptr], outer) };
             return Ok(());
         }
         let per = rows / dim0;

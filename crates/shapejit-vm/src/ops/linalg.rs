@@ -172,12 +172,24 @@ pub(crate) fn matmul(
     out: &mut TensorMut,
     packed: Option<&PackedB>,
 ) -> Result<(), OpError> {
+    product(op, inputs, out, packed, Bias::None).map(|_| ())
+}
+
+/// `out = a @ b` of inputs 0 and 1, plus `bias` when the packed kernel runs it
+/// (then `Ok(true)`; `gemm` leaves the bias to the caller).
+fn product(
+    op: &Op,
+    inputs: &[TensorRef],
+    out: &mut TensorMut,
+    packed: Option<&PackedB>,
+    bias: Bias,
+) -> Result<bool, OpError> {
     let a = view_of::<f32>(op, inputs, 0)?;
     let b = view_of::<f32>(op, inputs, 1)?;
     let (batch, m, _, n) = matmul_dims(op, a.shape(), b.shape())?;
     let packs = b.shape().len() == 2 && a.shape().len() >= 2;
-    if packs && try_packed(op, &a, packed, out, 1.0, Bias::None)? {
-        return Ok(());
+    if packs && try_packed(op, &a, packed, out, 1.0, bias)? {
+        return Ok(true);
     }
     let a = a
         .with_geom(operand_geom(op, &a, true, &batch)?)
@@ -188,7 +200,8 @@ pub(crate) fn matmul(
     let mut full: Dims = batch;
     full.extend([m, n]);
     let mut o = out_view_as::<f32>(op, out, &full)?;
-    mm(&mut o, &a, &b, 1.0, false).map_err(kernel_err(op))
+    mm(&mut o, &a, &b, 1.0, false).map_err(kernel_err(op))?;
+    Ok(false)
 }
 
 /// `matmul_bias`: the `matmul` of inputs 0 and 1 (`b` of rank >= 2), input 2 a
@@ -226,15 +239,12 @@ pub(crate) fn matmul_bias(
     out: &mut TensorMut,
     packed: Option<&PackedB>,
 ) -> Result<(), OpError> {
-    let a = view_of::<f32>(op, inputs, 0)?;
     let bias = view_of::<f32>(op, inputs, 2)?;
-    if let Some(b) = bias.as_contiguous()
-        && a.shape().len() >= 2
-        && try_packed(op, &a, packed, out, 1.0, Bias::PerColumn(b))?
-    {
+    let contiguous = bias.as_contiguous();
+    let in_kernel = contiguous.map_or(Bias::None, Bias::PerColumn);
+    if product(op, inputs, out, packed, in_kernel)? && contiguous.is_some() {
         return Ok(());
     }
-    matmul(op, &inputs[..2], out, packed)?;
     let (data, at, stride) = (bias.data(), bias.geom().offset(), bias.geom().strides()[0]);
     let n = bias.shape()[0];
     let dst = out_elems::<f32>(op, out)?;

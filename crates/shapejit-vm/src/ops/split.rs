@@ -87,10 +87,7 @@ fn rule(op: &Op, inputs: &[TensorRef], out: &[usize]) -> Option<(usize, Align, u
         Op::Binary(_) | Op::Where | Op::Cast { .. } => (rank, Align::Trailing, 300),
         Op::Unary(_) => (rank, Align::Trailing, 1_000),
         Op::MatMul | Op::MatMulBias => {
-            if inputs[..2.min(inputs.len())]
-                .iter()
-                .any(|t| t.shape().len() < 2)
-            {
+            if inputs.iter().take(2).any(|t| t.shape().len() < 2) {
                 return None;
             }
             (rank - 1, Align::MatMul, 20 * last(0)? as u128)

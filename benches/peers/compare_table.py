@@ -27,6 +27,8 @@ def main(d):
         print("| threads | batch | interp | jit | onnxruntime | interp speed | jit speed |")
         print("|---|---|---|---|---|---|---|")
         for t in (1, 2):
+            if not os.path.exists(f"{d}/ort_{m}_{t}.json"):
+                continue  # this thread count not measured
             o = medians(f"{d}/ort_{m}_{t}.json")
             i = medians(f"{d}/sj_{m}_{t}.json", "interp")
             j = medians(f"{d}/sj_{m}_{t}.json", "jit")

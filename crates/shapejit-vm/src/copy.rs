@@ -89,9 +89,16 @@ pub fn to_tensor(src: &TensorRef<'_>) -> Result<Tensor, CopyError> {
     bytes
         .try_reserve_exact(len)
         .map_err(|_| CopyError::Refused)?;
-    bytes.resize(len, 0u8);
-    if !to_contiguous(src, &mut bytes) {
-        return Err(CopyError::Layout);
+    if src.layout.is_contiguous() {
+        // one copy, no zero fill first
+        let start = src.layout.offset * src.dtype.size();
+        let data = src.data.get(start..start + len).ok_or(CopyError::Layout)?;
+        bytes.extend_from_slice(data);
+    } else {
+        bytes.resize(len, 0u8);
+        if !to_contiguous(src, &mut bytes) {
+            return Err(CopyError::Layout);
+        }
     }
     if src.dtype == DType::Bool {
         bytes.iter_mut().for_each(|b| *b = u8::from(*b != 0));

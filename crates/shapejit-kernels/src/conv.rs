@@ -83,8 +83,9 @@ pub const GEMM_MIN_CHANNELS: usize = 4;
 
 /// Scratch elements [`conv2d`] needs for weights `[C_out, C_in/groups, kH, kW]`
 /// (`c_out_per_group = C_out/groups`) on an `input` (H, W) image: one image's
-/// patch matrix, packed, and one of its rows, or for the direct path one
-/// group's phase planes; saturates instead of overflowing.
+/// patch matrix, packed, one of its rows and (stride 1) the group's input with
+/// its padding, or for the direct path one group's phase planes; saturates
+/// instead of overflowing.
 pub fn conv2d_scratch_len(
     c_in_per_group: usize,
     c_out_per_group: usize,
@@ -100,7 +101,27 @@ pub fn conv2d_scratch_len(
     let p = win.out[0].saturating_mul(win.out[1]);
     // the 1×1 path packs all Cg rows at once; im2col one chunk of rows, and
     // one row contiguous
-    PackedRef::len_for(im2col_rows(k, p).max(c_in_per_group), p).saturating_add(p)
+    PackedRef::len_for(im2col_rows(k, p).max(c_in_per_group), p)
+        .saturating_add(p)
+        .saturating_add(padded_len(c_in_per_group, win, input))
+}
+
+/// Elements of `channels` padded input planes (0 unless the window has stride 1
+/// along the rows, the only case [`unroll_unit_step`] runs).
+fn padded_len(channels: usize, win: &Window, [h, wd]: [usize; 2]) -> usize {
+    if win.strides[1] != 1 {
+        return 0;
+    }
+    let [ph, pw] = padded_size(win, [h, wd]);
+    channels.saturating_mul(ph).saturating_mul(pw)
+}
+
+/// An input plane's size with its padding.
+fn padded_size(win: &Window, [h, wd]: [usize; 2]) -> [usize; 2] {
+    [
+        h.saturating_add(win.pads[0]).saturating_add(win.pads[2]),
+        wd.saturating_add(win.pads[1]).saturating_add(win.pads[3]),
+    ]
 }
 
 /// A convolution's weights and what it does besides the window.
@@ -420,10 +441,13 @@ fn im2col_panels<S: Simd>(
     let ([kh, kw], ow) = (win.kernel, win.out[1]);
     let [h, wd] = g.size;
     let k = rows.len();
-    let (panels, line) = col.split_at_mut(PackedRef::len_for(k, p));
-    let line = &mut line[..p];
+    let (panels, rest) = col.split_at_mut(PackedRef::len_for(k, p));
+    let (line, padded) = rest.split_at_mut(p);
     let last = p / NR * k * NR;
     panels[last..].fill(0.0);
+    if win.strides[1] as isize * g.xs[3] == 1 {
+        return unroll_unit_step(s, panels, padded, rows, g, base);
+    }
     for row in rows.clone() {
         let r = row - rows.start;
         let (c, i, j) = (row / (kh * kw), row / kw % kh, row % kw);
@@ -458,6 +482,107 @@ fn im2col_panels<S: Simd>(
         for (panel, piece) in line.chunks(NR).enumerate() {
             let at = (panel * k + r) * NR;
             copy_run(s, &mut panels[at..at + piece.len()], piece);
+        }
+    }
+}
+
+/// [`im2col_panels`] where consecutive output columns read consecutive input
+/// elements (stride 1, unit element stride). The chunk's input channels are first
+/// copied into `padded` with their padding as zeros; then, panel by panel, each
+/// vector of output positions of each row is one load from a padded plane and one
+/// or two stores into the panels. The stores of one vector walk the panel's rows
+/// in order, so the panels are written sequentially, and no load is masked except
+/// an output row's last partial vector.
+#[inline(always)]
+fn unroll_unit_step<S: Simd>(
+    s: S,
+    panels: &mut [f32],
+    padded: &mut [f32],
+    rows: Range<usize>,
+    g: &ConvGeom,
+    base: isize,
+) {
+    if rows.is_empty() {
+        return;
+    }
+    let win = g.win;
+    let ([kh, kw], [dh, dw], [oh, ow]) = (win.kernel, win.dilations, win.out);
+    let [ph, pw] = padded_size(win, g.size);
+    let k = rows.len();
+    let c0 = rows.start / (kh * kw);
+    let channels = (rows.end - 1) / (kh * kw) + 1 - c0;
+    // every tap of every output position lies in the padded plane
+    let sh = win.strides[0];
+    assert!((oh - 1) * sh + (kh - 1) * dh < ph && ow + (kw - 1) * dw <= pw);
+    assert!(S::LANES <= NR && panels.len() >= (oh * ow).div_ceil(NR) * k * NR);
+    let padded = &mut padded[..channels * ph * pw];
+    pad_planes(s, padded, g, base + c0 as isize * g.xs[1], [ph, pw]);
+    let (src, out) = (padded.as_ptr(), panels.as_mut_ptr());
+    for oy in 0..oh {
+        let mut x0 = 0;
+        while x0 < ow {
+            let n = (ow - x0).min(S::LANES);
+            let q = oy * ow + x0;
+            let (panel, col) = (q / NR, q % NR);
+            let first = n.min(NR - col);
+            let (mut c, mut i, mut j) = (0, rows.start / kw % kh, rows.start % kw);
+            for r in 0..k {
+                let at = ((c * ph + oy * sh + i * dh) * pw) + x0 + j * dw;
+                // SAFETY: `at + n` stays in plane `c`'s row `oy·sh + i·dh` (asserted
+                // above); positions q..q + n < OH·OW lie in panels `panel` and
+                // (when the vector crosses into it) `panel + 1`, rows of NR floats
+                // in `panels` (asserted above); lanes first..n land at the start
+                // of the next panel's row r. (Masked loads and stores are slow on
+                // some CPUs: whole vectors go unmasked.)
+                unsafe {
+                    let v = if n == S::LANES {
+                        s.load(src.add(at))
+                    } else {
+                        s.load_tail(src.add(at), n)
+                    };
+                    let dst = out.add((panel * k + r) * NR + col);
+                    if first == S::LANES {
+                        s.store(dst, v);
+                    } else {
+                        s.store_range(dst, 0, first, v);
+                    }
+                    if first < n {
+                        let next = out.add(((panel + 1) * k + r) * NR);
+                        s.store_range(next.wrapping_sub(first), first, n, v);
+                    }
+                }
+                j += 1;
+                if j == kw {
+                    (i, j) = (i + 1, 0);
+                    if i == kh {
+                        (c, i) = (c + 1, 0);
+                    }
+                }
+            }
+            x0 += n;
+        }
+    }
+}
+
+/// Copies the channels at `base` (one `[PH, PW]` plane each in `padded`) with
+/// their padding as zeros; input rows are contiguous (unit element stride).
+#[inline(always)]
+fn pad_planes<S: Simd>(s: S, padded: &mut [f32], g: &ConvGeom, base: isize, [ph, pw]: [usize; 2]) {
+    let [h, wd] = g.size;
+    let (top, left) = (g.win.pads[0], g.win.pads[1]);
+    for (c, plane) in padded.chunks_exact_mut(ph * pw).enumerate() {
+        for (y, row) in plane.chunks_exact_mut(pw).enumerate() {
+            let iy = y as isize - top as isize;
+            if iy < 0 || iy >= h as isize {
+                fill_run(s, row, 0.0);
+                continue;
+            }
+            let (head, rest) = row.split_at_mut(left);
+            let (body, tail) = rest.split_at_mut(wd);
+            fill_run(s, head, 0.0);
+            let start = (base + c as isize * g.xs[1] + iy * g.xs[2]) as usize;
+            copy_run(s, body, &g.data[start..start + wd]);
+            fill_run(s, tail, 0.0);
         }
     }
 }
@@ -672,7 +797,9 @@ pub fn pool2d_scratch_len(win: &Window, input: [usize; 2]) -> usize {
 ///
 /// Each channel is rearranged into the phase planes of its padded input (padding
 /// −∞ for max, 0 for the average's sum) and reduced over the taps in `(i, j)`
-/// order a vector of output positions at a time (`direct`); the average's
+/// order a vector of output positions at a time (`direct`); 2×2 windows at
+/// stride 2 without padding over rows of unit element stride skip the planes and
+/// read the input directly, folding the taps in the same order; the average's
 /// divisor is per position (its valid rows times its valid columns). Results
 /// equal the per-element definition exactly, at every CPU level.
 pub fn pool2d(
@@ -714,10 +841,15 @@ pub fn pool2d(
         cg: 1,
         win,
     };
+    let halving = direct::is_halving(win, [h, wd]) && g.xs[3] == 1;
     for (idx, plane) in out.chunks_exact_mut(oh * ow).enumerate() {
         let (img, ch) = (idx / c, idx % c);
         let base = g.offset + img as isize * g.xs[0] + ch as isize * g.xs[1];
-        direct::pool_plane(plane, &g, base, &planes, scratch, reduce);
+        if halving {
+            direct::pool_halving(plane, &g, base, reduce);
+        } else {
+            direct::pool_plane(plane, &g, base, &planes, scratch, reduce);
+        }
         if let Pool::Avg { count_include_pad } = pool {
             for (oy, row) in plane.chunks_exact_mut(ow).enumerate() {
                 average_row(row, oy, [h, wd], win, count_include_pad);

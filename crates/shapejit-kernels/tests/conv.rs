@@ -479,7 +479,16 @@ fn ceil_out_size(size: usize, k: usize, s: usize, pads: (usize, usize), d: usize
 
 #[test]
 fn pools_match_a_naive_loop() {
-    for hw in [[9, 10], [3, 3], [7, 7], [14, 15], [33, 17]] {
+    // widths 64 and 70: whole vectors of 2×2 outputs at every level, then a tail
+    for hw in [
+        [9, 10],
+        [3, 3],
+        [7, 7],
+        [14, 15],
+        [33, 17],
+        [4, 64],
+        [5, 70],
+    ] {
         for ceil in [false, true] {
             pools_at(hw, ceil);
         }

@@ -350,6 +350,16 @@ pub(super) enum Reduce {
     Sum,
 }
 
+impl Reduce {
+    /// The fold's start: −∞ for the maximum, 0 for the sum.
+    fn init(self) -> f32 {
+        match self {
+            Reduce::Max => f32::NEG_INFINITY,
+            Reduce::Sum => 0.0,
+        }
+    }
+}
+
 /// Pools one channel at `base` into `rows` (`OH` rows of `OW`, unnormalized
 /// sums for [`Reduce::Sum`]); `scratch` holds [`Planes::scratch_len`]`(1)` floats.
 pub(super) fn pool_plane(
@@ -361,17 +371,109 @@ pub(super) fn pool_plane(
     reduce: Reduce,
 ) {
     let (planes, sums) = scratch.split_at_mut(pl.scratch_len(1) - pl.n_q);
-    let pad = match reduce {
-        Reduce::Max => f32::NEG_INFINITY,
-        Reduce::Sum => 0.0,
-    };
-    fill_at_level(cpu::level(), planes, pl, g, base, pad);
+    fill_at_level(cpu::level(), planes, pl, g, base, reduce.init());
     let sums = &mut sums[..pl.n_q];
     pool_at_level(cpu::level(), sums, planes, pl, g.win, reduce);
     let ow = g.win.out[1];
     for (dst, src) in out.chunks_exact_mut(ow).zip(sums.chunks(pl.cols)) {
         dst.copy_from_slice(&src[..ow]);
     }
+}
+
+/// Whether [`pool_halving`] runs `win` on an `[h, wd]` input: 2×2 windows at
+/// stride 2, dilation 1, no padding, each output inside the input.
+pub(super) fn is_halving(win: &Window, [h, wd]: [usize; 2]) -> bool {
+    let [oh, ow] = win.out;
+    win.kernel == [2, 2]
+        && win.strides == [2, 2]
+        && win.dilations == [1, 1]
+        && win.pads == [0; 4]
+        && 2 * oh <= h
+        && 2 * ow <= wd
+}
+
+/// Pools one channel at `base` as [`pool_plane`] does, for a window
+/// [`is_halving`] accepts and rows of unit element stride: a vector of outputs
+/// from two vectors of each of its two input rows, split into even and odd
+/// columns and folded in tap order `(0,0), (0,1), (1,0), (1,1)`.
+pub(super) fn pool_halving(out: &mut [f32], g: &ConvGeom, base: isize, reduce: Reduce) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::simd::vector::{Avx2, Avx512};
+        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+        unsafe fn avx512(out: &mut [f32], g: &ConvGeom, base: isize, r: Reduce) {
+            // SAFETY: called only where the CPU has AVX-512 (below).
+            halving_with(unsafe { Avx512::new() }, out, g, base, r)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(out: &mut [f32], g: &ConvGeom, base: isize, r: Reduce) {
+            // SAFETY: called only where the CPU has AVX2 and FMA (below).
+            halving_with(unsafe { Avx2::new() }, out, g, base, r)
+        }
+        match cpu::level().capped() {
+            // SAFETY: `capped` never exceeds the CPU's level.
+            Level::Avx512 => return unsafe { avx512(out, g, base, reduce) },
+            // SAFETY: as above.
+            Level::Avx2 => return unsafe { avx2(out, g, base, reduce) },
+            Level::Scalar => {}
+        }
+    }
+    halving_with(Scalar, out, g, base, reduce)
+}
+
+/// The fold of one more tap into `acc`, as [`pool_with`] does.
+#[inline(always)]
+fn fold_tap<S: Simd>(s: S, reduce: Reduce, acc: S::V, v: S::V) -> S::V {
+    match reduce {
+        // `if v > acc || v.is_nan() { v } else { acc }`
+        Reduce::Max => {
+            let larger = s.select(s.lt(acc, v), v, acc);
+            s.select(s.eq(v, v), larger, v)
+        }
+        Reduce::Sum => s.add(acc, v),
+    }
+}
+
+#[inline(always)]
+fn halving_with<S: Simd>(s: S, out: &mut [f32], g: &ConvGeom, base: isize, reduce: Reduce) {
+    let ow = g.win.out[1];
+    let lanes = S::LANES;
+    for (oy, dst) in out.chunks_exact_mut(ow).enumerate() {
+        let row = |i: usize| {
+            let at = (base + (2 * oy + i) as isize * g.xs[2]) as usize;
+            &g.data[at..at + 2 * ow]
+        };
+        let (top, bottom) = (row(0), row(1));
+        let fold = |taps: [S::V; 4]| {
+            let init = s.splat(reduce.init());
+            taps.into_iter()
+                .fold(init, |acc, v| fold_tap(s, reduce, acc, v))
+        };
+        let mut x = 0;
+        while x + lanes <= ow {
+            // SAFETY: 2x + 2·lanes ≤ 2·ow, the length of both rows; x + lanes ≤ ow.
+            unsafe {
+                let pair = |r: &[f32]| {
+                    let p = r.as_ptr().add(2 * x);
+                    s.deinterleave(s.load(p), s.load(p.add(lanes)))
+                };
+                let ((e0, o0), (e1, o1)) = (pair(top), pair(bottom));
+                s.store(dst.as_mut_ptr().add(x), fold([e0, o0, e1, o1]));
+            }
+            x += lanes;
+        }
+        for x in x..ow {
+            let taps = [top[2 * x], top[2 * x + 1], bottom[2 * x], bottom[2 * x + 1]];
+            dst[x] = halving_one(reduce, taps);
+        }
+    }
+}
+
+/// One output of [`halving_with`], folded one lane wide.
+fn halving_one(reduce: Reduce, taps: [f32; 4]) -> f32 {
+    let init = reduce.init();
+    taps.into_iter()
+        .fold(init, |acc, v| fold_tap(Scalar, reduce, acc, v))
 }
 
 /// [`pool_with`] compiled for `level`.
@@ -423,10 +525,7 @@ fn pool_with<S: Simd>(
     let [sh, sw] = pl.strides;
     assert!(planes.len() >= sh * sw * pl.len && sums.len() >= pl.n_q);
     let (src, dst, lanes) = (planes.as_ptr(), sums.as_mut_ptr(), S::LANES);
-    let init = match reduce {
-        Reduce::Max => f32::NEG_INFINITY,
-        Reduce::Sum => 0.0,
-    };
+    let init = reduce.init();
     let mut q = 0;
     while q < pl.n_q {
         let mut acc = s.splat(init);
@@ -437,14 +536,7 @@ fn pool_with<S: Simd>(
                 // SAFETY: at + lanes ≤ plane start + n_q + reach ≤ planes.len()
                 // (as in `block`; n_q is a multiple of every level's lanes).
                 let v = unsafe { s.load(src.add(at)) };
-                acc = match reduce {
-                    // `if v > acc || v.is_nan() { v } else { acc }`
-                    Reduce::Max => {
-                        let larger = s.select(s.lt(acc, v), v, acc);
-                        s.select(s.eq(v, v), larger, v)
-                    }
-                    Reduce::Sum => s.add(acc, v),
-                };
+                acc = fold_tap(s, reduce, acc, v);
             }
         }
         // SAFETY: q + lanes ≤ n_q ≤ sums.len().

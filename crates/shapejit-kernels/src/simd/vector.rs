@@ -45,6 +45,12 @@ pub trait Simd: Copy {
     /// # Safety
     /// `p..p + n` must be writable.
     unsafe fn store_tail(self, p: *mut f32, n: usize, v: Self::V);
+    /// Stores lanes `a..b` (`a ≤ b ≤ LANES`) to `p + a..p + b`, touching
+    /// nothing else; `p` itself need not point into an allocation.
+    ///
+    /// # Safety
+    /// `p + a..p + b` must be writable.
+    unsafe fn store_range(self, p: *mut f32, a: usize, b: usize, v: Self::V);
 
     /// `a + b`
     fn add(self, a: Self::V, b: Self::V) -> Self::V;
@@ -81,6 +87,8 @@ pub trait Simd: Copy {
     /// Per lane `table[i]`, `i` the low 4 bits of the lane's bit pattern (a
     /// piecewise polynomial's coefficients; exact, so equal at every level).
     fn lookup16(self, i: Self::V, table: &[f32; 16]) -> Self::V;
+    /// The even- and odd-numbered elements of the `2·LANES` elements `a ++ b`.
+    fn deinterleave(self, a: Self::V, b: Self::V) -> (Self::V, Self::V);
     /// `2^n` for lanes holding integers `n` in `-126..=127`.
     fn pow2i(self, n: Self::V) -> Self::V;
     /// The biased exponent field of `a` (`bits >> 23` as f32) for `a ≥ 0`.
@@ -129,6 +137,13 @@ impl Simd for Scalar {
     }
     #[inline(always)]
     unsafe fn store_tail(self, _p: *mut f32, _n: usize, _v: f32) {}
+    #[inline(always)]
+    unsafe fn store_range(self, p: *mut f32, a: usize, b: usize, v: f32) {
+        if a < b {
+            // SAFETY: lane 0 is in range, so the caller guarantees it writable.
+            unsafe { p.write_unaligned(v) }
+        }
+    }
     #[inline(always)]
     fn add(self, a: f32, b: f32) -> f32 {
         a + b
@@ -198,6 +213,10 @@ impl Simd for Scalar {
         table[(i.to_bits() & 15) as usize]
     }
     #[inline(always)]
+    fn deinterleave(self, a: f32, b: f32) -> (f32, f32) {
+        (a, b)
+    }
+    #[inline(always)]
     fn pow2i(self, n: f32) -> f32 {
         f32::from_bits(((n as i32).wrapping_add(127) as u32).wrapping_shl(23))
     }
@@ -245,6 +264,13 @@ mod x86 {
             let idx = _mm256_loadu_si256(IDX.as_ptr().cast());
             _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), idx)
         }
+    }
+
+    /// Lane mask of lanes `a..b` of 8.
+    #[inline(always)]
+    fn range_mask8(a: usize, b: usize) -> __m256i {
+        // SAFETY: Avx2 tokens exist only where the CPU has AVX2.
+        unsafe { _mm256_andnot_si256(tail_mask8(a), tail_mask8(b)) }
     }
 
     /// `GELU_TANH_K2 · (x + 0.044715·x³)` on 4 f64 lanes (no fused ops, as the scalar).
@@ -300,6 +326,11 @@ mod x86 {
         unsafe fn store_tail(self, p: *mut f32, n: usize, v: __m256) {
             // SAFETY: see the impl; maskstore writes only the masked lanes.
             unsafe { _mm256_maskstore_ps(p, tail_mask8(n), v) }
+        }
+        #[inline(always)]
+        unsafe fn store_range(self, p: *mut f32, a: usize, b: usize, v: __m256) {
+            // SAFETY: see the impl; maskstore writes only the masked lanes.
+            unsafe { _mm256_maskstore_ps(p, range_mask8(a, b), v) }
         }
         #[inline(always)]
         fn add(self, a: __m256, b: __m256) -> __m256 {
@@ -393,6 +424,20 @@ mod x86 {
             }
         }
         #[inline(always)]
+        fn deinterleave(self, a: __m256, b: __m256) -> (__m256, __m256) {
+            // SAFETY: see the impl. shuffle_ps picks within 128-bit halves
+            // ([a0 a2 b0 b2 | a4 a6 b4 b6]); the 64-bit permute puts the halves
+            // in order.
+            unsafe {
+                let even = _mm256_shuffle_ps::<0b10_00_10_00>(a, b);
+                let odd = _mm256_shuffle_ps::<0b11_01_11_01>(a, b);
+                let order = |v: __m256| {
+                    _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(v)))
+                };
+                (order(even), order(odd))
+            }
+        }
+        #[inline(always)]
         fn pow2i(self, n: __m256) -> __m256 {
             // SAFETY: see the impl.
             unsafe {
@@ -433,10 +478,16 @@ mod x86 {
         }
     }
 
-    /// Mask of the first `n < 16` lanes.
+    /// Mask of the first `n ≤ 16` lanes.
     #[inline(always)]
     fn tail_mask16(n: usize) -> __mmask16 {
         ((1u32 << n) - 1) as __mmask16
+    }
+
+    /// Mask of lanes `a..b` of 16.
+    #[inline(always)]
+    fn range_mask16(a: usize, b: usize) -> __mmask16 {
+        tail_mask16(b) & !tail_mask16(a)
     }
 
     // SAFETY (every `unsafe` block in this impl): an Avx512 token exists only
@@ -471,6 +522,11 @@ mod x86 {
         unsafe fn store_tail(self, p: *mut f32, n: usize, v: __m512) {
             // SAFETY: see the impl.
             unsafe { _mm512_mask_storeu_ps(p, tail_mask16(n), v) }
+        }
+        #[inline(always)]
+        unsafe fn store_range(self, p: *mut f32, a: usize, b: usize, v: __m512) {
+            // SAFETY: see the impl.
+            unsafe { _mm512_mask_storeu_ps(p, range_mask16(a, b), v) }
         }
         #[inline(always)]
         fn add(self, a: __m512, b: __m512) -> __m512 {
@@ -556,6 +612,19 @@ mod x86 {
             // SAFETY: see the impl.
             unsafe {
                 _mm512_permutexvar_ps(_mm512_castps_si512(i), _mm512_loadu_ps(table.as_ptr()))
+            }
+        }
+        #[inline(always)]
+        fn deinterleave(self, a: __m512, b: __m512) -> (__m512, __m512) {
+            const EVEN: [i32; 16] = [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30];
+            const ODD: [i32; 16] = [1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31];
+            // SAFETY: see the impl; the index tables hold 16 i32.
+            unsafe {
+                let index = |t: &[i32; 16]| _mm512_loadu_si512(t.as_ptr().cast());
+                (
+                    _mm512_permutex2var_ps(a, index(&EVEN), b),
+                    _mm512_permutex2var_ps(a, index(&ODD), b),
+                )
             }
         }
         #[inline(always)]

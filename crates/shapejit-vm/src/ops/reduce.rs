@@ -1,7 +1,8 @@
 //! Reductions over axes (`reduce_*`, and `dyn_reduce_*` whose axes are an
 //! input read at run time) and `global_avg_pool`.
 //!
-//! f32 sums, means and products accumulate in f64; integer ones in i64 with
+//! f32 sums and means accumulate in f64 partial sums (`shapejit_kernels::reduce::sum_f32`),
+//! products in f64; integer ones in i64 with
 //! wrapping, cast back (so i32 wraps as i32 arithmetic would). Empty
 //! reductions give the identity: sum 0, prod 1, max -inf / MIN, min +inf / MAX,
 //! mean NaN (0/0) for f32 and 0 for integers.
@@ -15,7 +16,7 @@ use super::util::{
 use super::{OpError, OutType};
 use crate::tensor::{Dims, TensorMut, TensorRef};
 use shapejit_ir::{DType, Element, Op, ReduceOp};
-use shapejit_kernels::reduce::reduce as kreduce;
+use shapejit_kernels::reduce::{reduce as kreduce, sum_f32};
 use smallvec::SmallVec;
 
 type Flags = SmallVec<[bool; 6]>;
@@ -120,15 +121,8 @@ fn reduce_f32(
 ) -> Result<(), OpError> {
     let x = view_of::<f32>(op, inputs, 0)?;
     let res = match r {
-        ReduceOp::Sum => kreduce(out, &x, flags, 0f64, |a, v| a + v as f64, |a, _| a as f32),
-        ReduceOp::Mean => kreduce(
-            out,
-            &x,
-            flags,
-            0f64,
-            |a, v| a + v as f64,
-            |a, n| (a / n as f64) as f32,
-        ),
+        ReduceOp::Sum => sum_f32(out, &x, flags, false),
+        ReduceOp::Mean => sum_f32(out, &x, flags, true),
         ReduceOp::Prod => kreduce(out, &x, flags, 1f64, |a, v| a * v as f64, |a, _| a as f32),
         ReduceOp::Max => kreduce(out, &x, flags, f32::NEG_INFINITY, fmax, |a, _| a),
         ReduceOp::Min => kreduce(out, &x, flags, f32::INFINITY, fmin, |a, _| a),

@@ -54,6 +54,31 @@ pub fn sum_f32(
     mean: bool,
 ) -> Result<(), KernelError> {
     let level = crate::cpu::level();
+    let finish = |acc: Partials, n: usize| {
+        let total = acc.total();
+        if mean {
+            (total / n as f64) as f32
+        } else {
+            total as f32
+        }
+    };
+    let g = x.geom();
+    let kept = reduced.iter().take_while(|&&r| !r).count();
+    if g.is_contiguous() && reduced.len() == g.rank() && reduced[kept..].iter().all(|&r| r) {
+        // every output's elements are one contiguous run of the same length
+        let count: usize = g.shape()[kept..].iter().product();
+        let data = &x.data()[g.offset()..g.offset() + g.numel()];
+        if count > 0 && out.len() * count == data.len() {
+            crate::simd::dispatch_at(level, || {
+                for (o, run) in out.iter_mut().zip(data.chunks_exact(count)) {
+                    let mut acc = Partials::default();
+                    acc.add_run(run);
+                    *o = finish(acc, count);
+                }
+            });
+            return Ok(());
+        }
+    }
     reduce_runs(
         out,
         x,
@@ -70,14 +95,7 @@ pub fn sum_f32(
             }
             acc
         },
-        |acc, n| {
-            let total = acc.total();
-            if mean {
-                (total / n as f64) as f32
-            } else {
-                total as f32
-            }
-        },
+        finish,
     )
 }
 

@@ -83,9 +83,8 @@ pub const GEMM_MIN_CHANNELS: usize = 4;
 
 /// Scratch elements [`conv2d`] needs for weights `[C_out, C_in/groups, kH, kW]`
 /// (`c_out_per_group = C_out/groups`) on an `input` (H, W) image: one image's
-/// patch matrix, packed, one of its rows and (stride 1) the group's input with
-/// its padding, or for the direct path one group's phase planes; saturates
-/// instead of overflowing.
+/// patch matrix, packed, and the group's input with its padding, or for the direct
+/// path one group's phase planes; saturates instead of overflowing.
 pub fn conv2d_scratch_len(
     c_in_per_group: usize,
     c_out_per_group: usize,
@@ -101,19 +100,21 @@ pub fn conv2d_scratch_len(
     let p = win.out[0].saturating_mul(win.out[1]);
     // the 1×1 path packs all Cg rows at once; im2col one chunk of rows, and
     // one row contiguous
-    PackedRef::len_for(im2col_rows(k, p).max(c_in_per_group), p)
-        .saturating_add(p)
-        .saturating_add(padded_len(c_in_per_group, win, input))
+    PackedRef::len_for(im2col_rows(k, p).max(c_in_per_group), p).saturating_add(padded_len(
+        c_in_per_group,
+        win,
+        input,
+    ))
 }
 
-/// Elements of `channels` padded input planes (0 unless the window has stride 1
-/// along the rows, the only case [`unroll_unit_step`] runs).
+/// Elements of `channels` padded input planes split into column phases (see
+/// [`im2col_panels`]).
 fn padded_len(channels: usize, win: &Window, [h, wd]: [usize; 2]) -> usize {
-    if win.strides[1] != 1 {
-        return 0;
-    }
     let [ph, pw] = padded_size(win, [h, wd]);
-    channels.saturating_mul(ph).saturating_mul(pw)
+    let sw = win.strides[1].max(1);
+    channels
+        .saturating_mul(ph)
+        .saturating_mul(pw.div_ceil(sw).saturating_mul(sw))
 }
 
 /// An input plane's size with its padding.
@@ -371,21 +372,6 @@ struct ConvGeom<'a> {
     win: &'a Window,
 }
 
-/// Output positions `lo..hi` along dim `d` whose tap `k` falls inside `0..size`
-/// (the rest read padding).
-fn valid_span(win: &Window, d: usize, k: usize, size: usize) -> (usize, usize) {
-    let (s, n_out) = (win.strides[d], win.out[d]);
-    let t = (k * win.dilations[d]) as isize - win.pads[d] as isize;
-    let lo = if t >= 0 { 0 } else { (-t) as usize }.div_ceil(s);
-    let room = size as isize - t;
-    let hi = if room <= 0 {
-        0
-    } else {
-        (room as usize).div_ceil(s)
-    };
-    (lo.min(n_out), hi.min(n_out).max(lo.min(n_out)))
-}
-
 /// [`im2col_panels`] compiled for `level`: an explicit `#[target_feature]`
 /// function per level, because a closure handed to `simd::dispatch` that is
 /// too big to inline keeps the baseline target and runs unvectorized.
@@ -424,10 +410,16 @@ fn im2col_at_level(
 /// Unrolls rows `rows` (of `Cg·kH·kW`) of the patch matrix of one image's channel
 /// group into packed panels (`[rows.len(), OH·OW]` in [`PackedRef`]'s layout: row
 /// `r`, output position `q` at `((q / NR)·k + r)·NR + q % NR`, `k = rows.len()`);
-/// padded cells and the last panel's padding columns are 0. Each row is first
-/// written contiguously into `col`'s last `OH·OW` floats (one copy or gather and
-/// two fills per output row), then moved to the panels a whole `NR`-float piece
-/// at a time: every write is a full vector, wherever the output rows start.
+/// padded cells and the last panel's padding columns are 0.
+///
+/// The chunk's input channels are first copied into `col` past the panels with
+/// their padding as zeros, each padded row split into `sW` phases (columns
+/// `t·sW + ρ` for phase `ρ`), so the inputs of consecutive output columns at any
+/// tap are consecutive floats at any stride. Then, panel by panel, each vector of
+/// output positions of each row is one load from the phases and one or two stores
+/// into the panels: the stores of one vector walk the panel's rows in order, so
+/// the panels are written sequentially, and no load is masked except an output
+/// row's last partial vector (masked loads and stores are slow on some CPUs).
 #[inline(always)]
 fn im2col_panels<S: Simd>(
     s: S,
@@ -437,86 +429,24 @@ fn im2col_panels<S: Simd>(
     rows: Range<usize>,
     p: usize,
 ) {
-    let win = g.win;
-    let ([kh, kw], ow) = (win.kernel, win.out[1]);
-    let [h, wd] = g.size;
     let k = rows.len();
-    let (panels, rest) = col.split_at_mut(PackedRef::len_for(k, p));
-    let (line, padded) = rest.split_at_mut(p);
-    let last = p / NR * k * NR;
-    panels[last..].fill(0.0);
-    if win.strides[1] as isize * g.xs[3] == 1 {
-        return unroll_unit_step(s, panels, padded, rows, g, base);
-    }
-    for row in rows.clone() {
-        let r = row - rows.start;
-        let (c, i, j) = (row / (kh * kw), row / kw % kh, row % kw);
-        let (lo, hi) = valid_span(win, 1, j, wd);
-        let step = win.strides[1] as isize * g.xs[3];
-        for (oy, dst) in line.chunks_exact_mut(ow).enumerate() {
-            let iy = win.coord(0, oy, i);
-            if iy < 0 || iy >= h as isize || hi == lo {
-                fill_run(s, dst, 0.0);
-                continue;
-            }
-            fill_run(s, &mut dst[..lo], 0.0);
-            fill_run(s, &mut dst[hi..], 0.0);
-            let run = &mut dst[lo..hi];
-            let line = base + c as isize * g.xs[1] + iy * g.xs[2];
-            let start = line + win.coord(1, lo, j) * g.xs[3];
-            if step == 1 {
-                copy_run(s, run, &g.data[start as usize..][..run.len()]);
-            } else if step > 1 {
-                let step = step as usize;
-                gather_run(
-                    run,
-                    &g.data[start as usize..][..(run.len() - 1) * step + 1],
-                    step,
-                );
-            } else {
-                for (t, d) in run.iter_mut().enumerate() {
-                    *d = g.data[(start + t as isize * step) as usize];
-                }
-            }
-        }
-        for (panel, piece) in line.chunks(NR).enumerate() {
-            let at = (panel * k + r) * NR;
-            copy_run(s, &mut panels[at..at + piece.len()], piece);
-        }
-    }
-}
-
-/// [`im2col_panels`] where consecutive output columns read consecutive input
-/// elements (stride 1, unit element stride). The chunk's input channels are first
-/// copied into `padded` with their padding as zeros; then, panel by panel, each
-/// vector of output positions of each row is one load from a padded plane and one
-/// or two stores into the panels. The stores of one vector walk the panel's rows
-/// in order, so the panels are written sequentially, and no load is masked except
-/// an output row's last partial vector.
-#[inline(always)]
-fn unroll_unit_step<S: Simd>(
-    s: S,
-    panels: &mut [f32],
-    padded: &mut [f32],
-    rows: Range<usize>,
-    g: &ConvGeom,
-    base: isize,
-) {
-    if rows.is_empty() {
+    let (panels, padded) = col.split_at_mut(PackedRef::len_for(k, p));
+    panels[p / NR * k * NR..].fill(0.0);
+    if k == 0 {
         return;
     }
     let win = g.win;
     let ([kh, kw], [dh, dw], [oh, ow]) = (win.kernel, win.dilations, win.out);
+    let [sh, sw] = win.strides;
     let [ph, pw] = padded_size(win, g.size);
-    let k = rows.len();
+    let pq = pw.div_ceil(sw);
     let c0 = rows.start / (kh * kw);
     let channels = (rows.end - 1) / (kh * kw) + 1 - c0;
     // every tap of every output position lies in the padded plane
-    let sh = win.strides[0];
-    assert!((oh - 1) * sh + (kh - 1) * dh < ph && ow + (kw - 1) * dw <= pw);
-    assert!(S::LANES <= NR && panels.len() >= (oh * ow).div_ceil(NR) * k * NR);
-    let padded = &mut padded[..channels * ph * pw];
-    pad_planes(s, padded, g, base + c0 as isize * g.xs[1], [ph, pw]);
+    assert!((oh - 1) * sh + (kh - 1) * dh < ph && (ow - 1) * sw + (kw - 1) * dw < pw);
+    assert!(S::LANES <= NR && panels.len() >= p.div_ceil(NR) * k * NR);
+    let padded = &mut padded[..channels * ph * sw * pq];
+    pad_phases(s, padded, g, base + c0 as isize * g.xs[1], [ph, pq]);
     let (src, out) = (padded.as_ptr(), panels.as_mut_ptr());
     for oy in 0..oh {
         let mut x0 = 0;
@@ -527,13 +457,18 @@ fn unroll_unit_step<S: Simd>(
             let first = n.min(NR - col);
             let (mut c, mut i, mut j) = (0, rows.start / kw % kh, rows.start % kw);
             for r in 0..k {
-                let at = ((c * ph + oy * sh + i * dh) * pw) + x0 + j * dw;
-                // SAFETY: `at + n` stays in plane `c`'s row `oy·sh + i·dh` (asserted
-                // above); positions q..q + n < OH·OW lie in panels `panel` and
-                // (when the vector crosses into it) `panel + 1`, rows of NR floats
-                // in `panels` (asserted above); lanes first..n land at the start
-                // of the next panel's row r. (Masked loads and stores are slow on
-                // some CPUs: whole vectors go unmasked.)
+                // (no divisions at stride 1, the common case)
+                let (phase, shift) = match sw {
+                    1 => (0, j * dw),
+                    _ => (j * dw % sw, j * dw / sw),
+                };
+                let at = ((c * ph + oy * sh + i * dh) * sw + phase) * pq + x0 + shift;
+                // SAFETY: output column x0 + n − 1 at tap j is padded column
+                // (x0 + n − 1)·sW + j·dW < PW (asserted above), so `at + n` stays in
+                // its phase row; positions q..q + n < OH·OW lie in panels `panel`
+                // and (when the vector crosses into it) `panel + 1`, rows of NR
+                // floats in `panels` (asserted above); lanes first..n land at the
+                // start of the next panel's row r.
                 unsafe {
                     let v = if n == S::LANES {
                         s.load(src.add(at))
@@ -564,25 +499,47 @@ fn unroll_unit_step<S: Simd>(
     }
 }
 
-/// Copies the channels at `base` (one `[PH, PW]` plane each in `padded`) with
-/// their padding as zeros; input rows are contiguous (unit element stride).
+/// Copies the channels at `base` into `padded` with their padding as zeros: per
+/// channel `PH` padded rows, each as `sW` phase rows of `pq` floats (padded column
+/// `t·sW + ρ` at `(y·sW + ρ)·pq + t`; columns past the padded row are 0 too).
 #[inline(always)]
-fn pad_planes<S: Simd>(s: S, padded: &mut [f32], g: &ConvGeom, base: isize, [ph, pw]: [usize; 2]) {
+fn pad_phases<S: Simd>(s: S, padded: &mut [f32], g: &ConvGeom, base: isize, [ph, pq]: [usize; 2]) {
     let [h, wd] = g.size;
-    let (top, left) = (g.win.pads[0], g.win.pads[1]);
-    for (c, plane) in padded.chunks_exact_mut(ph * pw).enumerate() {
-        for (y, row) in plane.chunks_exact_mut(pw).enumerate() {
-            let iy = y as isize - top as isize;
+    let sw = g.win.strides[1];
+    let (top, left) = (g.win.pads[0] as isize, g.win.pads[1]);
+    for (c, plane) in padded.chunks_exact_mut(ph * sw * pq).enumerate() {
+        for (y, rows) in plane.chunks_exact_mut(sw * pq).enumerate() {
+            let iy = y as isize - top;
             if iy < 0 || iy >= h as isize {
-                fill_run(s, row, 0.0);
+                fill_run(s, rows, 0.0);
                 continue;
             }
-            let (head, rest) = row.split_at_mut(left);
-            let (body, tail) = rest.split_at_mut(wd);
-            fill_run(s, head, 0.0);
-            let start = (base + c as isize * g.xs[1] + iy * g.xs[2]) as usize;
-            copy_run(s, body, &g.data[start..start + wd]);
-            fill_run(s, tail, 0.0);
+            let line = base + c as isize * g.xs[1] + iy * g.xs[2];
+            for (phase, row) in rows.chunks_exact_mut(pq).enumerate() {
+                // phase columns t with input column t·sW + phase − left in 0..W
+                let lo = left.saturating_sub(phase).div_ceil(sw).min(pq);
+                let hi = (wd + left).saturating_sub(phase).div_ceil(sw).clamp(lo, pq);
+                let (head, rest) = row.split_at_mut(lo);
+                let (body, tail) = rest.split_at_mut(hi - lo);
+                fill_run(s, head, 0.0);
+                fill_run(s, tail, 0.0);
+                if body.is_empty() {
+                    continue;
+                }
+                let start = line + (lo * sw + phase - left) as isize * g.xs[3];
+                let step = sw as isize * g.xs[3];
+                if step == 1 {
+                    copy_run(s, body, &g.data[start as usize..][..body.len()]);
+                } else if step > 1 {
+                    let step = step as usize;
+                    let reach = (body.len() - 1) * step + 1;
+                    gather_run(body, &g.data[start as usize..][..reach], step);
+                } else {
+                    for (t, d) in body.iter_mut().enumerate() {
+                        *d = g.data[(start + t as isize * step) as usize];
+                    }
+                }
+            }
         }
     }
 }

@@ -2,7 +2,7 @@
 //! groups (1, 2, depthwise with 1 and 2 channels per group, the direct path at
 //! many plane sizes), 1×1 (the in-place path), batch 1 and 7, with and without
 //! bias, each with fused activations (bit-identical to the activation after the
-//! conv); pools with NaN, padding and both average divisors. Run at every
+//! conv), inputs whose rows are strided; pools with NaN, padding and both average divisors. Run at every
 //! `SHAPEJIT_CPU` level.
 
 mod support;
@@ -85,6 +85,26 @@ fn check_conv(case: &Case) {
     };
     conv2d(&mut out, &xv, &params, &win, &mut col).unwrap();
     assert_prepacked_is_identical(&out, &xv, &params, &win, &mut col);
+    // the same input with H and W swapped in memory (a strided view whose rows
+    // are not contiguous): the same bits
+    let mut xt = vec![0f32; x.len()];
+    for (i, &v) in x.iter().enumerate() {
+        let (plane, y, xx) = (i / (h * w), i / w % h, i % w);
+        xt[(plane * w + xx) * h + y] = v;
+    }
+    let strides = [(c_in * h * w) as isize, (h * w) as isize, 1, h as isize];
+    let geom = shapejit_kernels::StridedShape::new(&[n, c_in, h, w], &strides, 0).unwrap();
+    let mut swapped = vec![f32::NAN; out.len()];
+    conv2d(
+        &mut swapped,
+        &View::new(&xt, geom).unwrap(),
+        &params,
+        &win,
+        &mut col,
+    )
+    .unwrap();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(bits(&swapped) == bits(&out), "strided input: {:?}", win);
     // a fused activation is the activation of the unfused result, bit for bit
     for act in [
         Activation::Relu,

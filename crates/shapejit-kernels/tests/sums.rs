@@ -17,8 +17,7 @@ fn naive(x: &[f32], [a, b, c]: [usize; 3], reduced: [bool; 3], mean: bool) -> Ve
     for i in 0..a {
         for j in 0..b {
             for k in 0..c {
-                let o = ((if reduced[0] { 0 } else { i }) * kb
-                    + if reduced[1] { 0 } else { j })
+                let o = ((if reduced[0] { 0 } else { i }) * kb + if reduced[1] { 0 } else { j })
                     * kc
                     + if reduced[2] { 0 } else { k };
                 out[o] += x[(i * b + j) * c + k] as f64;

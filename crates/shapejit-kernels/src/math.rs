@@ -19,7 +19,7 @@
 //! **Invariant:** NaN in gives NaN out; ±inf give the limits.
 
 // polynomial coefficients are kept digit for digit as published (Cephes, NR) or fitted
-// (`tools/fit_piecewise.py`)
+// (`tools/fit_piecewise.py`, `tools/fit_rational.py`)
 #![allow(clippy::excessive_precision)]
 
 use crate::simd::vector::{Scalar, Simd};
@@ -188,8 +188,6 @@ fn piecewise<S: Simd, const N: usize>(
 
 /// From here on `erf` rounds to ±1.
 const ERF_ONE: f32 = 3.85;
-/// From here on `tanh` rounds to ±1.
-const TANH_ONE: f32 = 9.02;
 
 #[inline(always)]
 pub(crate) fn erf_v<S: Simd>(s: S, x: S::V) -> S::V {
@@ -200,16 +198,22 @@ pub(crate) fn erf_v<S: Simd>(s: S, x: S::V) -> S::V {
     s.or(y, s.and_bits(x, SIGN))
 }
 
+/// `tanh(x) ≈ x·P(x²)/Q(x²)` on `|x| ≤ TANH_CLAMP` (`tools/fit_rational.py`), highest
+/// degree first.
+const TANH_P: [f32; 5] = [1.3318123e-08, 2.058279e-05, 0.0034939928, 0.13379683, 1.0];
+const TANH_Q: [f32; 5] = [7.761628e-07, 0.0003283024, 0.025870916, 0.46712998, 1.0];
+const TANH_CLAMP: f32 = 9.02;
+
 #[inline(always)]
 pub(crate) fn tanh_v<S: Simd>(s: S, x: S::V) -> S::V {
-    // `min` with the constant first keeps NaN
-    let a = s.min(s.splat(TANH_MAX), s.and_bits(x, ABS));
-    let y = piecewise(s, (a, TANH_INV_D), a, &TANH_MID, &TANH, &TANH_LO);
-    let y = s.select(s.ge(a, s.splat(TANH_ONE)), s.splat(1.0), y);
-    s.or(y, s.and_bits(x, SIGN))
+    // the rational is within a few ulp of 1 at the clamp: the result is clamped to ±1
+    let x = clamp_keep_nan(s, x, -TANH_CLAMP, TANH_CLAMP);
+    let z = s.mul(x, x);
+    let y = s.div(s.mul(x, horner(s, z, TANH_P)), horner(s, z, TANH_Q));
+    clamp_keep_nan(s, y, -1.0, 1.0)
 }
 
-/// Sigmoid for `x < -SIGMOID_TAIL_MAX` (down to the denormals).
+/// Sigmoid for `x < -SIGMOID_NEAR` (down to the denormals).
 #[inline(always)]
 fn sigmoid_far<S: Simd>(s: S, x: S::V) -> S::V {
     // `e^-|x|` never overflows: for x < 0, `e / (1 + e)` keeps the denormal results
@@ -221,17 +225,32 @@ fn sigmoid_far<S: Simd>(s: S, x: S::V) -> S::V {
     s.div(num, s.add(one, e))
 }
 
+/// `e^-r ≈ 1 + r·K(r)` for `|r| ≤ ln2/2` (`tools/fit_rational.py`), highest degree
+/// first.
+const EXP_NEG_K: [f32; 6] = [
+    0.0013888872,
+    -0.00836914,
+    0.041667137,
+    -0.16666506,
+    0.49999997,
+    -1.0,
+];
+/// Below `-SIGMOID_NEAR` sigmoid takes `sigmoid_far` (above, `e^-x` is finite and `2^n` normal).
+const SIGMOID_NEAR: f32 = 88.0;
+
 #[inline(always)]
 pub(crate) fn sigmoid_v<S: Simd>(s: S, x: S::V) -> S::V {
-    let y = two_sided(
-        s,
-        x,
-        SIGMOID_TAIL_MAX,
-        None,
-        SIGMOID_TAIL_INV_D,
-        (&SIGMOID_TAIL_MID, &SIGMOID_TAIL, &SIGMOID_TAIL_LO),
-    );
-    below(s, x, SIGMOID_TAIL_MAX, y, || sigmoid_far(s, x))
+    // `min` with the constant first keeps NaN; `1 + e^-88` rounds to 1
+    let xc = s.min(s.splat(SIGMOID_NEAR), x);
+    let t = s.mul_add(xc, s.splat(-LOG2E), s.splat(ROUND_MAGIC));
+    let n = s.sub(t, s.splat(ROUND_MAGIC));
+    let r = s.mul_add(n, s.splat(LN2_HI), xc);
+    let r = s.mul_add(n, s.splat(LN2_LO), r);
+    let p = s.mul_add(horner(s, r, EXP_NEG_K), r, s.splat(1.0));
+    let e = s.mul(p, s.pow2i(n));
+    let one = s.splat(1.0);
+    let y = s.div(one, s.add(one, e));
+    below(s, x, SIGMOID_NEAR, y, || sigmoid_far(s, x))
 }
 
 /// GELU for `x < -GELU_TAIL_MAX` (down to the denormals): `x/2 · erfc(|x|/√2)` with
@@ -249,22 +268,20 @@ fn gelu_erf_far<S: Simd>(s: S, x: S::V) -> S::V {
 
 /// `x < 0 ? E : 1 - E` for `E = table(|x|)`, a lower tail `F(-|x|)` of a
 /// symmetric distribution (`F(x) = 1 - F(-x)`) fitted for relative error up to
-/// `max`, where `1 - F(-max)` rounds to 1; `|x|` is clamped there.
+/// `max`, where `1 - F(-max)` rounds to 1; `|x|` is clamped there. The piece
+/// selector is `|x|·(|x| + shift)`.
 #[inline(always)]
 fn two_sided<S: Simd, const N: usize>(
     s: S,
     x: S::V,
     max: f32,
-    shift: Option<f32>,
+    shift: f32,
     inv_d: f32,
     (mid, table, lo): (&[f32; 16], &[[f32; 16]; N], &[f32; 16]),
 ) -> S::V {
     // `min` with the constant first keeps NaN
     let a = s.min(s.splat(max), s.and_bits(x, ABS));
-    let u = match shift {
-        Some(k) => s.mul(a, s.add(a, s.splat(k))),
-        None => a,
-    };
+    let u = s.mul(a, s.add(a, s.splat(shift)));
     let e = piecewise(s, (u, inv_d), a, mid, table, lo);
     s.select(s.lt(x, s.splat(0.0)), e, s.sub(s.splat(1.0), e))
 }
@@ -287,7 +304,7 @@ pub(crate) fn gelu_erf_v<S: Simd>(s: S, x: S::V) -> S::V {
         s,
         x,
         GELU_TAIL_MAX,
-        Some(GELU_TAIL_SHIFT),
+        GELU_TAIL_SHIFT,
         GELU_TAIL_INV_D,
         (&GELU_TAIL_MID, &GELU_TAIL, &GELU_TAIL_LO),
     );
@@ -313,7 +330,7 @@ pub(crate) fn gelu_tanh_v<S: Simd>(s: S, x: S::V) -> S::V {
         s,
         x,
         GELU_TANH_TAIL_MAX,
-        Some(GELU_TANH_TAIL_SHIFT),
+        GELU_TANH_TAIL_SHIFT,
         GELU_TANH_TAIL_INV_D,
         (&GELU_TANH_TAIL_MID, &GELU_TANH_TAIL, &GELU_TANH_TAIL_LO),
     );
@@ -379,23 +396,26 @@ pub fn log(x: f32) -> f32 {
     log_v(Scalar, x)
 }
 
-/// `1 / (1 + e^-x)`. Max error 2 ulp (`-100..100`); below -87.3 the results are
-/// denormal and within a few units of their last place.
+/// `1 / (1 + e^-x)`. Max error 2.4 ulp (`-100..100`; 2.3 with fused
+/// multiply-adds); below -87.3 the results are denormal and within a few units
+/// of their last place.
 ///
-/// `sigmoid(-|x|)` is a piecewise polynomial of `|x|` fitted for relative error
-/// (16 pieces of degree 7, picked by a table lookup; see `piecewise`), and
-/// `sigmoid(x) = 1 - sigmoid(-x)` for `x ≥ 0`, with `|x|` clamped to 17.6 where
-/// that rounds to 1. Below -17.6 it is `e^x / (1 + e^x)` (evaluated only for
-/// vectors that have such a lane).
+/// `1 / (1 + e^-x)` with `e^-x` reduced as in [`exp`] (`x` clamped to 88 above,
+/// where `e^-x` is below the normals and the sum rounds to 1) and a degree-6
+/// polynomial for `e^-r`, `|r| ≤ ln2/2`, fitted for relative error. Below -88
+/// it is `e^x / (1 + e^x)` with [`exp`]'s two-step scaling, which keeps the
+/// denormal results (evaluated only for vectors that have such a lane).
 #[inline(always)]
 pub fn sigmoid(x: f32) -> f32 {
     sigmoid_v(Scalar, x)
 }
 
-/// Hyperbolic tangent. Max error 1.3 ulp (`-20..20`; odd).
+/// Hyperbolic tangent. Max error 5.6 ulp (`-20..20`; 4.4 with fused
+/// multiply-adds, as at AVX2/AVX-512; odd).
 ///
-/// A piecewise polynomial of `|x|` (16 pieces of degree 7, picked by a table
-/// lookup; see `piecewise`) up to 9.02, ±1 beyond.
+/// A rational minimax approximation `x·P(x²)/Q(x²)` (degree 4 over 4 in `x²`,
+/// fitted for relative error) with `x` clamped to ±9.02, where `tanh` rounds to
+/// ±1, and the result clamped to ±1; one true division, no table.
 #[inline(always)]
 pub fn tanh(x: f32) -> f32 {
     tanh_v(Scalar, x)

@@ -106,7 +106,5 @@ HEADER = """//! Piecewise polynomials of `a ≥ 0` for [`super::piecewise`], gen
 if __name__ == "__main__":
     print(HEADER)
     gen("ERF", math.erf, 3.9, 0.0, 6, slope_at_0=2 / math.sqrt(math.pi))
-    gen("TANH", math.tanh, 9.1, 0.0, 7, slope_at_0=1.0)
-    gen("SIGMOID_TAIL", lambda a: 1 / (1 + math.exp(a)), 17.6, 0.0, 7)
     gen("GELU_TAIL", phi_neg, 5.5, 3.0, 7)
     gen("GELU_TANH_TAIL", gelu_tanh_neg, 5.2, 1.0, 7)

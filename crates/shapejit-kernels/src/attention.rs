@@ -112,10 +112,23 @@ unsafe fn pack(m: Strided, rows: usize, cols: usize, dst: &mut [f32], ld: usize)
             dst[r * ld..r * ld + cols].copy_from_slice(src);
         }
     } else if m.row == 1 {
-        for c in 0..cols {
-            let src = unsafe { std::slice::from_raw_parts(m.ptr.offset(c as isize * m.col), rows) };
-            for (r, &x) in src.iter().enumerate() {
-                dst[r * ld + c] = x;
+        // a transposed source (an exporter's `Kᵀ`): read it in blocks of 8 × 8 that
+        // stay in L1, writing `dst` row by row (column-order scalar stores, `ld`
+        // apart, stalled on every line)
+        const B: usize = 8;
+        for r0 in (0..rows).step_by(B) {
+            for c0 in (0..cols).step_by(B) {
+                for r in r0..(r0 + B).min(rows) {
+                    let line = &mut dst[r * ld..r * ld + cols];
+                    for (c, d) in line
+                        .iter_mut()
+                        .enumerate()
+                        .take((c0 + B).min(cols))
+                        .skip(c0)
+                    {
+                        *d = unsafe { *m.ptr.offset(r as isize + c as isize * m.col) };
+                    }
+                }
             }
         }
     } else {

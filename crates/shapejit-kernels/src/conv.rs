@@ -19,8 +19,8 @@ use crate::error::KernelError;
 use crate::matmul::matmul;
 use crate::packed::Activation;
 use crate::packed::{
-    Bias, Epilogue, KC, NR, PackedA, PackedPart, PackedRef, matmul_packed_epilogue,
-    matmul_packed_step, matmul_prepacked_step,
+    Bias, Epilogue, NR, PackedA, PackedPart, PackedRef, matmul_packed_epilogue,
+    matmul_prepacked_step,
 };
 use crate::simd::vector::{Scalar, Simd};
 use crate::view::{StridedShape, View, ViewMut};
@@ -58,28 +58,20 @@ fn dims4(what: &'static str, v: &[usize]) -> Result<[usize; 4], KernelError> {
         .map_err(|_| KernelError::Invalid(format!("{what} must be 4-D, got {v:?}")))
 }
 
-/// Patch matrices above this many elements (64 MiB) are unrolled in chunks of
-/// [`KC`] rows, each multiplied while it is still in cache; smaller ones whole.
-/// Measured at batch 1 (`shapejit run MODEL --tier interp --threads 1`): chunking
-/// every patch matrix made the light ResNet-50 (largest 7 MiB) 10 % slower;
-/// chunking only the light VGG-19's 115 MiB one (64 channels at 224²) takes it
-/// from 482 to 441 ms. A chunk is a multiple of [`KC`] rows, so the chunked
-/// product is bit-identical to one product.
-const IM2COL_WHOLE_MAX: usize = 1 << 24;
-
-/// Rows of the patch matrix [`conv2d`] unrolls at a time (`k` rows in all,
-/// `p` output positions).
-fn im2col_rows(k: usize, p: usize) -> usize {
-    if k.saturating_mul(p) > IM2COL_WHOLE_MAX {
-        KC.min(k)
-    } else {
-        k
-    }
-}
-
 /// Output channels per group below which [`conv2d`] takes the direct path
-/// (a GEMM panel is 16 columns wide: fewer channels would mostly multiply padding).
+/// for a 1×1 window too (a GEMM panel is 16 columns wide: fewer channels would
+/// mostly multiply padding).
 pub const GEMM_MIN_CHANNELS: usize = 4;
+
+/// Whether [`conv2d`] runs a group of `c_out_per_group` output channels with a
+/// `kernel` window as a GEMM on packed weights; otherwise on the direct path.
+/// Only 1×1 windows do: measured per layer of the light ResNet-50 at batch 1
+/// (`shapejit run MODEL --tier interp --threads 1 --profile`), the direct path
+/// took 0.67–0.85× the GEMM path's time on most 3×3 and 7×7 convolutions (one
+/// 1.28×) and 0.9–1.8× on the 1×1 ones.
+pub fn takes_gemm(c_out_per_group: usize, kernel: [usize; 2]) -> bool {
+    c_out_per_group >= GEMM_MIN_CHANNELS && kernel == [1, 1]
+}
 
 /// Scratch elements [`conv2d`] needs for weights `[C_out, C_in/groups, kH, kW]`
 /// (`c_out_per_group = C_out/groups`) on an `input` (H, W) image: one image's
@@ -91,20 +83,18 @@ pub fn conv2d_scratch_len(
     win: &Window,
     input: [usize; 2],
 ) -> usize {
-    if c_out_per_group < GEMM_MIN_CHANNELS {
-        return direct::Planes::new(win, input).scratch_len(c_in_per_group);
+    if !takes_gemm(c_out_per_group, win.kernel) {
+        let taps = c_in_per_group
+            .saturating_mul(win.kernel[0])
+            .saturating_mul(win.kernel[1]);
+        return direct::Planes::new(win, input).conv_scratch_len(c_in_per_group, taps);
     }
     let k = c_in_per_group
         .saturating_mul(win.kernel[0])
         .saturating_mul(win.kernel[1]);
     let p = win.out[0].saturating_mul(win.out[1]);
-    // the 1×1 path packs all Cg rows at once; im2col one chunk of rows, and
-    // one row contiguous
-    PackedRef::len_for(im2col_rows(k, p).max(c_in_per_group), p).saturating_add(padded_len(
-        c_in_per_group,
-        win,
-        input,
-    ))
+    // the patch matrix, packed, and the padded input it is unrolled from
+    PackedRef::len_for(k, p).saturating_add(padded_len(c_in_per_group, win, input))
 }
 
 /// Elements of `channels` padded input planes split into column phases (see
@@ -145,7 +135,8 @@ pub struct ConvParams<'a> {
 /// ([`PackedConvWeights::pack`] of the whole weights, same groups; `first` is 0
 /// unless there is one group). Each output channel is then bit-identical to the
 /// whole convolution's, as long as the call keeps at least [`GEMM_MIN_CHANNELS`]
-/// channels per group (fewer take the direct path).
+/// channels per group (fewer take the direct path); used only where
+/// [`takes_gemm`].
 #[derive(Clone, Copy, Debug)]
 pub struct PackedChannels<'a> {
     /// the whole weights, packed
@@ -162,14 +153,14 @@ pub struct PackedConvWeights {
 }
 
 impl PackedConvWeights {
-    /// Packs contiguous `[C_out, C_in/groups, kH, kW]` weights (`w`, `c_out`
-    /// rows) of a convolution with `groups` groups; `None` where the convolution
-    /// takes the direct path (fewer than [`GEMM_MIN_CHANNELS`] output channels per
-    /// group) or the sizes do not divide.
-    pub fn pack(w: &[f32], c_out: usize, groups: usize) -> Option<PackedConvWeights> {
+    /// Packs contiguous `[C_out, C_in/groups, kH, kW]` weights (`w`) of a
+    /// convolution with `groups` groups; `None` where the convolution takes the
+    /// direct path (not [`takes_gemm`]) or the sizes do not match.
+    pub fn pack(w: &[f32], shape: [usize; 4], groups: usize) -> Option<PackedConvWeights> {
+        let [c_out, cg, kh, kw] = shape;
         let mg = c_out.checked_div(groups)?;
-        let k = w.len().checked_div(c_out)?;
-        if mg < GEMM_MIN_CHANNELS || mg * groups != c_out || k * c_out != w.len() {
+        let k = cg * kh * kw;
+        if !takes_gemm(mg, [kh, kw]) || mg * groups != c_out || k * c_out != w.len() {
             return None;
         }
         let groups = (0..groups)
@@ -276,19 +267,22 @@ pub fn conv2d(
         cg,
         win,
     };
-    if mg < GEMM_MIN_CHANNELS {
+    if !takes_gemm(mg, win.kernel) {
         let planes = direct::Planes::new(win, [h, wd]);
+        if need > u32::MAX as usize {
+            return Err(KernelError::Invalid(format!(
+                "conv scratch of {need} elements: the direct path addresses at most 2^32"
+            )));
+        }
         for (idx, group_out) in out.chunks_exact_mut(mg * p).enumerate() {
             let (img, grp) = (idx / groups, idx % groups);
             let base = g.offset + img as isize * g.xs[0] + (grp * cg) as isize * g.xs[1];
-            direct::conv_group(group_out, &g, base, &planes, col, |m| {
-                let m = grp * mg + m;
-                direct::Channel {
-                    w: &w[m * k..(m + 1) * k],
-                    bias: bias.map_or(0.0, |b| b[m]),
-                    activation,
-                }
-            });
+            let channels = direct::Channels {
+                w: &w[grp * mg * k..(grp + 1) * mg * k],
+                bias: bias.map(|b| &b[grp * mg..(grp + 1) * mg]),
+                activation,
+            };
+            direct::conv_group(group_out, &g, base, &planes, col, &channels);
         }
         return Ok(());
     }
@@ -315,47 +309,24 @@ pub fn conv2d(
             let base = g.offset + img as isize * g.xs[0] + (grp * cg) as isize * g.xs[1];
             let first = (img * c_out + grp * mg) * p;
             let dst = &mut out[first..first + mg * p];
-            if direct {
+            let packed = if direct {
                 // x[img, group channels] read as [Cg, P]
                 let geom = StridedShape::new(&[cg, p], &[g.xs[1], g.xs[3]], base as usize)?;
-                let packed = PackedRef::pack_into(&View::new(g.data, geom)?, col)?;
-                match &packed_w {
-                    Some((a, rows)) => {
-                        let part = PackedPart {
-                            a,
-                            rows: rows.clone(),
-                            cols: 0..k,
-                        };
-                        matmul_prepacked_step(dst, part, packed, 1.0, epilogue, false)?
-                    }
-                    None => matmul_packed_epilogue(dst, &wg, packed, 1.0, epilogue)?,
-                }
-                continue;
-            }
-            // the patch matrix in chunks (or whole), each multiplied while it
-            // is still in cache (bit-identical to one product)
-            let chunk = im2col_rows(k, p);
-            for r0 in (0..k).step_by(chunk) {
-                let rows = chunk.min(k - r0);
-                im2col_at_level(crate::cpu::level(), col, &g, base, r0..r0 + rows, p);
-                let packed = PackedRef::from_panels(rows, p, col)?;
-                let last = r0 + rows == k;
-                let epi = if last { epilogue } else { Epilogue::default() };
-                if let Some((a, out_rows)) = &packed_w {
+                PackedRef::pack_into(&View::new(g.data, geom)?, col)?
+            } else {
+                im2col_at_level(crate::cpu::level(), col, &g, base, 0..k, p);
+                PackedRef::from_panels(k, p, col)?
+            };
+            match &packed_w {
+                Some((a, rows)) => {
                     let part = PackedPart {
                         a,
-                        rows: out_rows.clone(),
-                        cols: r0..r0 + rows,
+                        rows: rows.clone(),
+                        cols: 0..k,
                     };
-                    matmul_prepacked_step(dst, part, packed, 1.0, epi, r0 > 0)?;
-                    continue;
+                    matmul_prepacked_step(dst, part, packed, 1.0, epilogue, false)?
                 }
-                // the group's weights, columns r0 .. r0 + rows
-                let w_chunk = View::new(
-                    w,
-                    StridedShape::new(&[mg, rows], &[k as isize, 1], grp * mg * k + r0)?,
-                )?;
-                matmul_packed_step(dst, &w_chunk, packed, 1.0, epi, r0 > 0)?;
+                None => matmul_packed_epilogue(dst, &wg, packed, 1.0, epilogue)?,
             }
         }
     }
@@ -746,7 +717,7 @@ pub enum Pool {
 /// Scratch elements [`pool2d`] needs on an `input` (H, W) image: one
 /// channel's phase planes.
 pub fn pool2d_scratch_len(win: &Window, input: [usize; 2]) -> usize {
-    direct::Planes::new(win, input).scratch_len(1)
+    direct::Planes::new(win, input).scratch_len(1, 1)
 }
 
 /// Pools `x` (`[N, C, H, W]`, any layout) into contiguous `out` (`[N, C, OH, OW]`);

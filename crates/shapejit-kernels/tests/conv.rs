@@ -10,7 +10,7 @@ mod support;
 use shapejit_kernels::View;
 use shapejit_kernels::conv::{
     ConvParams, GEMM_MIN_CHANNELS, PackedChannels, PackedConvWeights, Pool, Window, conv2d,
-    conv2d_scratch_len, pool2d, pool2d_scratch_len,
+    conv2d_scratch_len, pool2d, pool2d_scratch_len, takes_gemm,
 };
 use shapejit_kernels::packed::Activation;
 
@@ -173,8 +173,13 @@ fn assert_prepacked_is_identical(
     col: &mut [f32],
 ) {
     let c_out = want.len() / (x.shape()[0] * win.out[0] * win.out[1]);
-    let packed = PackedConvWeights::pack(params.w, c_out, params.groups);
-    assert_eq!(packed.is_some(), c_out / params.groups >= 4);
+    let [kh, kw] = win.kernel;
+    let cg = params.w.len() / (c_out * kh * kw);
+    let packed = PackedConvWeights::pack(params.w, [c_out, cg, kh, kw], params.groups);
+    assert_eq!(
+        packed.is_some(),
+        takes_gemm(c_out / params.groups, win.kernel)
+    );
     let Some(packed) = packed else { return };
     let mut got = vec![f32::NAN; want.len()];
     let params = ConvParams {
@@ -189,24 +194,25 @@ fn assert_prepacked_is_identical(
     assert!(bits(&got) == bits(want), "prepacked weights differ");
 }
 
-/// Weights of several `KC` column blocks and `MC` row blocks, and a patch
-/// matrix large enough to be unrolled in chunks: packed ahead, the same bits.
+/// 1×1 weights of several `KC` column blocks and `MC` row blocks, read in place
+/// and through a padded patch matrix: packed ahead, the same bits.
 #[test]
-fn prepacked_weights_cover_every_block_and_chunk() {
-    for (c_in, c_out, hw, groups) in [
-        (40, 100, [6, 7], 1),
-        (40, 100, [5, 5], 2),
-        (32, 4, [256, 256], 1),
+fn prepacked_weights_cover_every_block() {
+    for (c_in, c_out, hw, groups, pads) in [
+        (300, 100, [6, 7], 1, [0; 4]),
+        (300, 100, [6, 7], 1, [1, 0, 0, 1]),
+        (40, 100, [5, 5], 2, [0; 4]),
     ] {
+        let out = [hw[0] + pads[0] + pads[2], hw[1] + pads[1] + pads[3]];
         let win = Window {
-            kernel: [3, 3],
+            kernel: [1, 1],
             strides: [1, 1],
-            pads: [1; 4],
+            pads,
             dilations: [1, 1],
-            out: hw,
+            out,
         };
         let x = data(c_in * hw[0] * hw[1], 11);
-        let w = data(c_out * c_in / groups * 9, 12);
+        let w = data(c_out * c_in / groups, 12);
         let b = data(c_out, 13);
         let xv = View::contiguous(&x, &[1, c_in, hw[0], hw[1]]).unwrap();
         let params = ConvParams {
@@ -217,17 +223,18 @@ fn prepacked_weights_cover_every_block_and_chunk() {
             packed: None,
         };
         let mut col = vec![0f32; conv2d_scratch_len(c_in / groups, c_out / groups, &win, hw)];
-        let mut out = vec![f32::NAN; c_out * hw[0] * hw[1]];
-        conv2d(&mut out, &xv, &params, &win, &mut col).unwrap();
-        assert_prepacked_is_identical(&out, &xv, &params, &win, &mut col);
+        let p = out[0] * out[1];
+        let mut whole = vec![f32::NAN; c_out * p];
+        conv2d(&mut whole, &xv, &params, &win, &mut col).unwrap();
+        assert_prepacked_is_identical(&whole, &xv, &params, &win, &mut col);
         if groups > 1 {
             continue;
         }
         // some of the channels (as a split across threads computes them): their
         // rows of the whole output, bit for bit, whether or not the range splits
         // a register or cache block
-        let packed = PackedConvWeights::pack(&w, c_out, 1).unwrap();
-        let (k, p) = (c_in * 9, hw[0] * hw[1]);
+        let packed = PackedConvWeights::pack(&w, [c_out, c_in, 1, 1], 1).unwrap();
+        let k = c_in;
         for (lo, hi) in [(0, 4), (5, 17), (12, 100), (90, 99), (96, 100), (1, 5)] {
             let (lo, hi) = (lo.min(c_out), hi.min(c_out));
             if hi < lo + GEMM_MIN_CHANNELS {
@@ -244,10 +251,54 @@ fn prepacked_weights_cover_every_block_and_chunk() {
             };
             let mut got = vec![f32::NAN; (hi - lo) * p];
             conv2d(&mut got, &xv, &part, &win, &mut col).unwrap();
-            let want = &out[lo * p..hi * p];
+            let want = &whole[lo * p..hi * p];
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert!(bits(&got) == bits(want), "channels {lo}..{hi} of {c_out}");
         }
+    }
+}
+
+/// The direct path computes each output channel alone: any range of the
+/// channels (as a split across threads computes them) gives the whole
+/// output's bits, whether or not it splits a block of channels.
+#[test]
+fn direct_channel_ranges_are_identical() {
+    let (c_in, c_out, hw) = (6, 23, [9, 13]);
+    let win = Window {
+        kernel: [3, 3],
+        strides: [1, 1],
+        pads: [1; 4],
+        dilations: [1, 1],
+        out: hw,
+    };
+    let x = data(c_in * hw[0] * hw[1], 21);
+    let w = data(c_out * c_in * 9, 22);
+    let b = data(c_out, 23);
+    let xv = View::contiguous(&x, &[1, c_in, hw[0], hw[1]]).unwrap();
+    let params = ConvParams {
+        w: &w,
+        bias: Some(&b),
+        groups: 1,
+        activation: None,
+        packed: None,
+    };
+    let mut col = vec![0f32; conv2d_scratch_len(c_in, c_out, &win, hw)];
+    let (k, p) = (c_in * 9, hw[0] * hw[1]);
+    let mut whole = vec![f32::NAN; c_out * p];
+    conv2d(&mut whole, &xv, &params, &win, &mut col).unwrap();
+    for (lo, hi) in [(0, 1), (1, 4), (3, 10), (5, 23), (22, 23)] {
+        let part = ConvParams {
+            w: &w[lo * k..hi * k],
+            bias: Some(&b[lo..hi]),
+            ..params
+        };
+        let mut got = vec![f32::NAN; (hi - lo) * p];
+        conv2d(&mut got, &xv, &part, &win, &mut col).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert!(
+            bits(&got) == bits(&whole[lo * p..hi * p]),
+            "channels {lo}..{hi}"
+        );
     }
 }
 
@@ -274,6 +325,8 @@ fn conv_matches_a_naive_loop() {
             (6, 12, 6),
             (3, 16, 1),
             (2, 3, 1),
+            (2, 7, 1),
+            (5, 6, 1),
         ] {
             for (strides, pads, dilations) in [
                 ([1, 1], [1, 1, 1, 1], [1, 1]),
@@ -340,10 +393,9 @@ fn conv_matches_a_naive_loop() {
     }
 }
 
-/// A patch matrix above 64 MiB (576 rows × 178² positions) is unrolled and
-/// multiplied in chunks of 256 rows (3 chunks, the last short).
+/// A large input (64 channels at 178², 8 MiB of phase planes) on the direct path.
 #[test]
-fn conv_with_a_chunked_patch_matrix() {
+fn conv_on_a_large_input() {
     check_conv(&Case {
         n: 1,
         c_in: 64,
@@ -358,11 +410,11 @@ fn conv_with_a_chunked_patch_matrix() {
     });
 }
 
-/// The direct path (depthwise, 1 and 2 output channels per group) over planes
-/// of many sizes: sums of one vector to many blocks of vectors, with every
-/// tail, at strides 1 to 3, dilation 2 and uneven padding.
+/// The direct path (1 to 7 output channels per group: every block of
+/// channels) over planes of many sizes: sums of one vector to many blocks of
+/// vectors, with every tail, at strides 1 to 3, dilation 2 and uneven padding.
 #[test]
-fn depthwise_at_many_sizes() {
+fn direct_at_many_sizes() {
     for (h, w) in [
         (1, 1),
         (3, 7),
@@ -384,7 +436,7 @@ fn depthwise_at_many_sizes() {
             {
                 continue;
             }
-            for c_out in [5, 10] {
+            for c_out in [5, 10, 15, 20, 35] {
                 check_conv(&Case {
                     n: 2,
                     c_in: 5,

@@ -80,10 +80,11 @@ impl PackedWeights {
         let cell = self.conv.get(id.index())?;
         let (packed_groups, packed) = cell
             .get_or_init(|| {
-                let (&[c_out, _, _, _], DType::F32) = (t.shape(), t.dtype()) else {
+                let (&[c_out, cg, kh, kw], DType::F32) = (t.shape(), t.dtype()) else {
                     return None;
                 };
-                let packed = PackedConvWeights::pack(t.as_slice().ok()?, c_out, groups)?;
+                let shape = [c_out, cg, kh, kw];
+                let packed = PackedConvWeights::pack(t.as_slice().ok()?, shape, groups)?;
                 bump(&counters.packed_weight_bytes, packed.bytes() as u64);
                 Some((groups, packed))
             })

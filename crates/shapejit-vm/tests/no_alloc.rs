@@ -192,29 +192,30 @@ fn matmul_runs_allocate_only_the_outputs_and_the_kernels_own() {
     assert_eq!(n, output_allocations(1) + kernel_allocs);
 }
 
-/// A convolution on constant weights (two groups of 8 output channels) runs on
-/// the weights packed once per module: the same bits as without packing, and a
-/// steady-state run allocates only the outputs.
+/// A 1×1 convolution on constant weights (two groups of 8 output channels) runs
+/// on the weights packed once per module, a 3×3 one after it on the direct path:
+/// the same bits as without packing, and a steady-state run allocates only the
+/// outputs.
 #[test]
 fn conv_runs_on_packed_weights_allocate_only_the_outputs() {
+    let weights = |shape: &[usize]| {
+        let n = shape.iter().product::<usize>();
+        let v = (0..n).map(|i| ((i * 7) % 11) as f32 / 11.0 - 0.5).collect();
+        Tensor::from_vec(v, shape).unwrap()
+    };
     let build = |options: Options| {
-        let w = Tensor::from_vec(
-            (0..16 * 4 * 9)
-                .map(|i| ((i * 7) % 11) as f32 / 11.0 - 0.5)
-                .collect(),
-            &[16, 4, 3, 3],
-        )
-        .unwrap();
         let mut b = GraphBuilder::new("conv");
         let x = b.input("x", DType::F32, shape!["batch", 8, 16]);
         let x = b.reshape(x, &[0, 8, 4, 4]).unwrap();
-        let wv = b.constant("w", w);
         let attrs = ConvAttrs {
             pads: [1; 4],
             groups: 2,
             ..ConvAttrs::default()
         };
-        let y = b.conv2d(x, wv, None, attrs).unwrap();
+        let w1 = b.constant("w1", weights(&[16, 4, 1, 1]));
+        let y = b.conv2d(x, w1, None, attrs.clone()).unwrap();
+        let w3 = b.constant("w3", weights(&[16, 8, 3, 3]));
+        let y = b.conv2d(y, w3, None, attrs).unwrap();
         b.output("y", y).unwrap();
         Module::new(lower(&b.finish().unwrap()).unwrap(), options).unwrap()
     };
@@ -228,7 +229,7 @@ fn conv_runs_on_packed_weights_allocate_only_the_outputs() {
     let module = build(Options::default());
     let mut rt = module.runtime();
     let got = rt.run(std::slice::from_ref(&x4)).unwrap();
-    assert_eq!(module.stats().global.packed_weight_bytes, 16 * 4 * 9 * 4);
+    assert_eq!(module.stats().global.packed_weight_bytes, 16 * 4 * 4);
     let bits = |t: &Tensor| -> Vec<u32> {
         let v: &[f32] = t.as_slice().unwrap();
         v.iter().map(|x| x.to_bits()).collect()

@@ -25,12 +25,14 @@ use super::{ConvGeom, Window, copy_run, gather_run};
 use crate::cpu::{self, Level};
 use crate::packed::Activation;
 use crate::simd::vector::{Scalar, Simd};
+use std::ops::Range;
 
 /// Lanes the planes are padded for (the widest level's), so scratch sizes do
 /// not depend on the level in use.
 const MAX_LANES: usize = 16;
-/// Vectors per block: independent accumulator chains to cover the FMA latency.
-const BLOCK: usize = 8;
+/// Output channels computed together: each loaded input vector feeds this
+/// many accumulators.
+pub(super) const CHANNEL_BLOCK: usize = 4;
 
 /// The phase-plane geometry of one group's input.
 #[derive(Clone, Copy, Debug)]
@@ -70,12 +72,19 @@ impl Planes {
         }
     }
 
-    /// Scratch floats for `cg` channels: their planes, then one output plane of
-    /// `n_q` sums.
-    pub(super) fn scratch_len(&self, cg: usize) -> usize {
+    /// Scratch floats for `cg` channels: their planes, then `outputs` output
+    /// planes of `n_q` sums.
+    pub(super) fn scratch_len(&self, cg: usize, outputs: usize) -> usize {
         cg.saturating_mul(self.strides[0] * self.strides[1])
             .saturating_mul(self.len)
-            .saturating_add(self.n_q)
+            .saturating_add(self.n_q.saturating_mul(outputs))
+    }
+
+    /// Scratch floats [`conv_group`] needs for `cg` channels and `taps` taps
+    /// (`cg · kH · kW`): the planes, [`CHANNEL_BLOCK`] output planes and the
+    /// tap offsets.
+    pub(super) fn conv_scratch_len(&self, cg: usize, taps: usize) -> usize {
+        self.scratch_len(cg, CHANNEL_BLOCK).saturating_add(taps)
     }
 
     /// Offset of plane `(c, rH, rW)` in the scratch.
@@ -177,167 +186,247 @@ fn fill_planes<S: Simd>(
     }
 }
 
-/// One output channel of the direct path.
-pub(super) struct Channel<'a> {
-    /// its `[Cg, kH, kW]` weights
+/// The output channels of one group on the direct path.
+pub(super) struct Channels<'a> {
+    /// their `[M, Cg·kH·kW]` weights, row-major
     pub w: &'a [f32],
-    pub bias: f32,
+    /// their `M` biases (none: 0)
+    pub bias: Option<&'a [f32]>,
     pub activation: Option<Activation>,
 }
 
-/// Computes the output planes `out` (`OH·OW` floats each) of the output
-/// channels `channel(0..)`, all reading the group at `base`; `scratch` holds
-/// [`Planes::scratch_len`] floats.
-pub(super) fn conv_group<'a>(
+/// Computes the output planes `out` (`M` planes of `OH·OW` floats) of the
+/// channels `ch`, all reading the group at `base`; `scratch` holds
+/// [`Planes::conv_scratch_len`]`(g.cg, taps)` floats.
+pub(super) fn conv_group(
     out: &mut [f32],
     g: &ConvGeom,
     base: isize,
     pl: &Planes,
     scratch: &mut [f32],
-    channel: impl Fn(usize) -> Channel<'a>,
+    ch: &Channels,
 ) {
-    let (planes, sums) = scratch.split_at_mut(pl.scratch_len(g.cg) - pl.n_q);
+    let (planes, rest) = scratch.split_at_mut(pl.scratch_len(g.cg, 0));
+    let (sums, offsets) = rest.split_at_mut(CHANNEL_BLOCK * pl.n_q);
     fill_at_level(cpu::level(), planes, pl, g, base, 0.0);
-    let sums = &mut sums[..pl.n_q];
+    let offsets = tap_offsets(offsets, pl, g.win, g.cg);
     let [oh, ow] = g.win.out;
-    for (m, plane) in out.chunks_exact_mut(oh * ow).enumerate() {
-        let ch = channel(m);
-        sums_at_level(cpu::level(), sums, planes, pl, g.win, g.cg, &ch);
-        for (dst, src) in plane.chunks_exact_mut(ow).zip(sums.chunks(pl.cols)) {
-            dst.copy_from_slice(&src[..ow]);
+    let m = out.len() / (oh * ow);
+    for m0 in (0..m).step_by(CHANNEL_BLOCK) {
+        let rows = m0..(m0 + CHANNEL_BLOCK).min(m);
+        let sums = &mut sums[..rows.len() * pl.n_q];
+        let taps = Taps { planes, offsets };
+        sums_at_level(cpu::level(), sums, &taps, pl.n_q, ch, rows.clone());
+        let dst = &mut out[rows.start * oh * ow..rows.end * oh * ow];
+        for (plane, sums) in dst.chunks_exact_mut(oh * ow).zip(sums.chunks_exact(pl.n_q)) {
+            for (d, s) in plane.chunks_exact_mut(ow).zip(sums.chunks(pl.cols)) {
+                d.copy_from_slice(&s[..ow]);
+            }
         }
     }
 }
 
-/// [`sums`] compiled for `level`.
-fn sums_at_level(
-    level: Level,
-    sums: &mut [f32],
-    planes: &[f32],
-    pl: &Planes,
-    win: &Window,
-    cg: usize,
-    ch: &Channel,
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use crate::simd::vector::{Avx2, Avx512};
-        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
-        unsafe fn avx512(
-            sums: &mut [f32],
-            planes: &[f32],
-            pl: &Planes,
-            win: &Window,
-            cg: usize,
-            ch: &Channel,
-        ) {
-            // SAFETY: called only where the CPU has AVX-512 (below).
-            sums_with(unsafe { Avx512::new() }, sums, planes, pl, win, cg, ch)
-        }
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2(
-            sums: &mut [f32],
-            planes: &[f32],
-            pl: &Planes,
-            win: &Window,
-            cg: usize,
-            ch: &Channel,
-        ) {
-            // SAFETY: called only where the CPU has AVX2 and FMA (below).
-            sums_with(unsafe { Avx2::new() }, sums, planes, pl, win, cg, ch)
-        }
-        match level.capped() {
-            // SAFETY: `capped` never exceeds the CPU's level.
-            Level::Avx512 => return unsafe { avx512(sums, planes, pl, win, cg, ch) },
-            // SAFETY: as above.
-            Level::Avx2 => return unsafe { avx2(sums, planes, pl, win, cg, ch) },
-            Level::Scalar => {}
-        }
-    }
-    sums_with(Scalar, sums, planes, pl, win, cg, ch)
-}
-
-/// `sums[q] = act(bias + Σ_{c,i,j} w[c,i,j] · plane(c, i, j)[q + shift(i, j)])`
-/// for `q < n_q`, in blocks of [`BLOCK`] vectors, then single vectors. (No
-/// closures here: a closure would not inherit the caller's target features,
-/// and the intrinsics would not inline into it.)
-#[inline(always)]
-fn sums_with<S: Simd>(
-    s: S,
-    sums: &mut [f32],
-    planes: &[f32],
-    pl: &Planes,
-    win: &Window,
-    cg: usize,
-    ch: &Channel,
-) {
-    let [sh, sw] = pl.strides;
-    // every tap's offset (plane and shift) plus q stays below the planes' end
-    let last = pl.plane(cg - 1, sh - 1, sw - 1) + pl.len;
-    let taps = cg * win.kernel[0] * win.kernel[1];
-    assert!(planes.len() >= last && sums.len() >= pl.n_q && ch.w.len() >= taps);
-    let lanes = S::LANES;
-    let mut q = 0;
-    while q + BLOCK * lanes <= pl.n_q {
-        // SAFETY: as asserted above, with q + BLOCK·lanes ≤ n_q.
-        unsafe { block::<S, BLOCK>(s, sums, planes, pl, win, cg, ch, q) };
-        q += BLOCK * lanes;
-    }
-    while q < pl.n_q {
-        // n_q is a multiple of MAX_LANES, hence of every level's lanes.
-        // SAFETY: as asserted above, with q + lanes ≤ n_q.
-        unsafe { block::<S, 1>(s, sums, planes, pl, win, cg, ch, q) };
-        q += lanes;
-    }
-}
-
-/// `V` vectors of sums from `q` on (see [`sums_with`]).
-///
-/// # Safety
-/// `q + V·lanes ≤ pl.n_q ≤ sums.len()`, `planes` holds the `cg` channels'
-/// planes and `ch.w` the `cg · kH · kW` weights.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-unsafe fn block<S: Simd, const V: usize>(
-    s: S,
-    sums: &mut [f32],
-    planes: &[f32],
-    pl: &Planes,
-    win: &Window,
-    cg: usize,
-    ch: &Channel,
-    q: usize,
-) {
+/// Writes into `table` the offset in the planes of every tap `(c, i, j)`, in
+/// that order, as `u32` bits (the planes are checked to be addressable so by
+/// [`Planes::conv_scratch_len`]'s caller), and returns the written part.
+fn tap_offsets<'t>(table: &'t mut [f32], pl: &Planes, win: &Window, cg: usize) -> &'t [f32] {
     let ([kh, kw], [dh, dw]) = (win.kernel, win.dilations);
     let [sh, sw] = pl.strides;
-    let (src, lanes) = (planes.as_ptr(), S::LANES);
-    let mut acc = [s.splat(ch.bias); V];
-    let mut t = 0;
+    let table = &mut table[..cg * kh * kw];
+    let mut t = table.iter_mut();
     for c in 0..cg {
         for i in 0..kh {
-            let (rh, di) = (i * dh % sh, i * dh / sh * pl.cols);
             for j in 0..kw {
-                let at = pl.plane(c, rh, j * dw % sw) + di + j * dw / sw + q;
-                // SAFETY: t < cg·kH·kW ≤ w.len() (the caller's contract).
-                let wv = s.splat(unsafe { *ch.w.get_unchecked(t) });
-                t += 1;
-                for (v, a) in acc.iter_mut().enumerate() {
-                    // SAFETY: `at + v·lanes + lanes ≤ plane start + n_q + reach ≤
-                    // plane start + len ≤ planes.len()` (q + V·lanes ≤ n_q and the
-                    // shift is at most the reach `Planes::new` added).
-                    *a = s.mul_add(wv, unsafe { s.load(src.add(at + v * lanes)) }, *a);
+                let at =
+                    pl.plane(c, i * dh % sh, j * dw % sw) + i * dh / sh * pl.cols + j * dw / sw;
+                if let Some(slot) = t.next() {
+                    *slot = f32::from_bits(at as u32);
                 }
             }
         }
     }
-    let dst = sums.as_mut_ptr();
-    for (v, &a) in acc.iter().enumerate() {
-        let a = match ch.activation {
-            Some(act) => act.apply_v(s, a),
-            None => a,
-        };
-        // SAFETY: q + V·lanes ≤ n_q ≤ sums.len().
-        unsafe { s.store(dst.add(q + v * lanes), a) };
+    table
+}
+
+/// The planes and the offset of every tap in them ([`tap_offsets`]).
+struct Taps<'a> {
+    planes: &'a [f32],
+    offsets: &'a [f32],
+}
+
+/// [`sums_with`] compiled for `level`.
+#[allow(clippy::too_many_arguments)]
+fn sums_at_level(
+    level: Level,
+    sums: &mut [f32],
+    taps: &Taps,
+    n_q: usize,
+    ch: &Channels,
+    rows: Range<usize>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::simd::vector::{Avx2, Avx512};
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+        unsafe fn avx512(
+            sums: &mut [f32],
+            taps: &Taps,
+            n_q: usize,
+            ch: &Channels,
+            rows: Range<usize>,
+        ) {
+            // SAFETY: called only where the CPU has AVX-512 (below).
+            sums_with(unsafe { Avx512::new() }, sums, taps, n_q, ch, rows)
+        }
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(
+            sums: &mut [f32],
+            taps: &Taps,
+            n_q: usize,
+            ch: &Channels,
+            rows: Range<usize>,
+        ) {
+            // SAFETY: called only where the CPU has AVX2 and FMA (below).
+            sums_with(unsafe { Avx2::new() }, sums, taps, n_q, ch, rows)
+        }
+        match level.capped() {
+            // SAFETY: `capped` never exceeds the CPU's level.
+            Level::Avx512 => return unsafe { avx512(sums, taps, n_q, ch, rows) },
+            // SAFETY: as above.
+            Level::Avx2 => return unsafe { avx2(sums, taps, n_q, ch, rows) },
+            Level::Scalar => {}
+        }
+    }
+    sums_with(Scalar, sums, taps, n_q, ch, rows)
+}
+
+/// `sums[r·n_q + q] = act(bias + Σ_t w[m, t] · planes[offset(t) + q])` over the
+/// taps `t = (c, i, j)` in order, for the channels `m = rows.start + r` (at most
+/// [`CHANNEL_BLOCK`]) and `q < n_q`: all channels at once, in blocks of several
+/// vectors, then single vectors. (No closures here: a closure would not inherit
+/// the caller's target features, and the intrinsics would not inline into it.)
+#[inline(always)]
+fn sums_with<S: Simd>(
+    s: S,
+    sums: &mut [f32],
+    taps: &Taps,
+    n_q: usize,
+    ch: &Channels,
+    rows: Range<usize>,
+) {
+    let k = taps.offsets.len();
+    // every load, `offset + q + lanes` with `q + lanes ≤ n_q`, lies in the planes
+    assert!(
+        taps.offsets
+            .iter()
+            .all(|o| o.to_bits() as usize + n_q <= taps.planes.len())
+            && sums.len() >= rows.len() * n_q
+            && ch.w.len() >= rows.end * k
+            && ch.bias.is_none_or(|b| b.len() >= rows.end)
+    );
+    let b = Block {
+        taps,
+        n_q,
+        w: &ch.w[rows.start * k..rows.end * k],
+        bias: ch.bias.map(|b| &b[rows.clone()]),
+        activation: ch.activation,
+    };
+    // register budget: MB·V accumulators and V loaded vectors (32 registers
+    // at AVX-512, 16 below)
+    match (rows.len(), S::LANES >= 16) {
+        (4, true) => b.run::<S, 4, 6>(s, sums),
+        (4, false) => b.run::<S, 4, 3>(s, sums),
+        (3, true) => b.run::<S, 3, 7>(s, sums),
+        (3, false) => b.run::<S, 3, 3>(s, sums),
+        (2, true) => b.run::<S, 2, 8>(s, sums),
+        (2, false) => b.run::<S, 2, 4>(s, sums),
+        _ => b.run::<S, 1, 8>(s, sums),
+    }
+}
+
+/// What [`Block::run`] reads: the taps and `MB` channels' weights.
+struct Block<'a> {
+    taps: &'a Taps<'a>,
+    n_q: usize,
+    /// `[MB, taps]`
+    w: &'a [f32],
+    /// `MB` biases
+    bias: Option<&'a [f32]>,
+    activation: Option<Activation>,
+}
+
+impl Block<'_> {
+    /// All `n_q` sums of the `MB` channels (checked by [`sums_with`]):
+    /// blocks of `V` vectors, then single vectors.
+    #[inline(always)]
+    fn run<S: Simd, const MB: usize, const V: usize>(&self, s: S, sums: &mut [f32]) {
+        let lanes = S::LANES;
+        let mut q = 0;
+        while q + V * lanes <= self.n_q {
+            // SAFETY: as asserted in `sums_with`, with q + V·lanes ≤ n_q.
+            unsafe { self.block::<S, MB, V>(s, sums, q) };
+            q += V * lanes;
+        }
+        while q < self.n_q {
+            // n_q is a multiple of MAX_LANES, hence of every level's lanes.
+            // SAFETY: as asserted in `sums_with`, with q + lanes ≤ n_q.
+            unsafe { self.block::<S, MB, 1>(s, sums, q) };
+            q += lanes;
+        }
+    }
+
+    /// `V` vectors of sums from `q` on of each of the `MB` channels.
+    ///
+    /// # Safety
+    /// `q + V·lanes ≤ n_q`, `sums` holds `MB · n_q` floats, every tap offset
+    /// plus `n_q` lies in the planes and `w` holds `MB · taps` weights.
+    #[inline(always)]
+    unsafe fn block<S: Simd, const MB: usize, const V: usize>(
+        &self,
+        s: S,
+        sums: &mut [f32],
+        q: usize,
+    ) {
+        let k = self.taps.offsets.len();
+        let (src, lanes) = (self.taps.planes.as_ptr(), S::LANES);
+        let w = self.w.as_ptr();
+        let mut acc = [[s.splat(0.0); V]; MB];
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let bias = self.bias.map_or(0.0, |b| b[r]);
+            *acc = [s.splat(bias); V];
+        }
+        for (t, offset) in self.taps.offsets.iter().enumerate() {
+            let at = offset.to_bits() as usize + q;
+            let mut x = [s.splat(0.0); V];
+            for (v, x) in x.iter_mut().enumerate() {
+                // SAFETY: at + v·lanes + lanes ≤ offset + n_q ≤ planes.len().
+                *x = unsafe { s.load(src.add(at + v * lanes)) };
+            }
+            for (r, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: r·k + t < MB·k ≤ w.len() (the contract).
+                let wv = s.splat(unsafe { *w.add(r * k + t) });
+                for (a, &x) in acc.iter_mut().zip(&x) {
+                    *a = s.mul_add(wv, x, *a);
+                }
+            }
+        }
+        // copied first, so the tap loop indexes `acc` with constants only and it
+        // stays in registers (as in the packed GEMM kernel)
+        let mut done = [[s.splat(0.0); V]; MB];
+        done.copy_from_slice(&acc);
+        let dst = sums.as_mut_ptr();
+        for (r, acc) in done.iter().enumerate() {
+            for (v, &a) in acc.iter().enumerate() {
+                let a = match self.activation {
+                    Some(act) => act.apply_v(s, a),
+                    None => a,
+                };
+                // SAFETY: r·n_q + q + V·lanes ≤ MB·n_q ≤ sums.len().
+                unsafe { s.store(dst.add(r * self.n_q + q + v * lanes), a) };
+            }
+        }
     }
 }
 
@@ -361,7 +450,7 @@ impl Reduce {
 }
 
 /// Pools one channel at `base` into `rows` (`OH` rows of `OW`, unnormalized
-/// sums for [`Reduce::Sum`]); `scratch` holds [`Planes::scratch_len`]`(1)` floats.
+/// sums for [`Reduce::Sum`]); `scratch` holds [`Planes::scratch_len`]`(1, 1)` floats.
 pub(super) fn pool_plane(
     out: &mut [f32],
     g: &ConvGeom,
@@ -370,7 +459,7 @@ pub(super) fn pool_plane(
     scratch: &mut [f32],
     reduce: Reduce,
 ) {
-    let (planes, sums) = scratch.split_at_mut(pl.scratch_len(1) - pl.n_q);
+    let (planes, sums) = scratch.split_at_mut(pl.scratch_len(1, 0));
     fill_at_level(cpu::level(), planes, pl, g, base, reduce.init());
     let sums = &mut sums[..pl.n_q];
     pool_at_level(cpu::level(), sums, planes, pl, g.win, reduce);

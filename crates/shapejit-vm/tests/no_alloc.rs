@@ -213,7 +213,7 @@ fn conv_runs_on_packed_weights_allocate_only_the_outputs() {
             ..ConvAttrs::default()
         };
         let w1 = b.constant("w1", weights(&[16, 4, 1, 1]));
-        let y = b.conv2d(x, w1, None, attrs.clone()).unwrap();
+        let y = b.conv2d(x, w1, None, attrs).unwrap();
         let w3 = b.constant("w3", weights(&[16, 8, 3, 3]));
         let y = b.conv2d(y, w3, None, attrs).unwrap();
         b.output("y", y).unwrap();

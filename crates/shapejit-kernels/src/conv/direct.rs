@@ -34,6 +34,18 @@ const MAX_LANES: usize = 16;
 /// many accumulators.
 pub(super) const CHANNEL_BLOCK: usize = 4;
 
+/// How the convolution cuts its output positions into vectors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Walk {
+    /// over `q ∈ 0..n_q` (plane rows of `Wq`, the columns past `OW` computed
+    /// too), into sums whose valid columns are copied out after
+    Flat,
+    /// each output row in vectors of its own (the last one partial), stored
+    /// straight into the output: taken where it needs no more vectors than the
+    /// flat walk (at [`MAX_LANES`]), as for rows a multiple of the width
+    Rows,
+}
+
 /// The phase-plane geometry of one group's input.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Planes {
@@ -42,9 +54,14 @@ pub(super) struct Planes {
     /// rows and columns of each plane (`⌈Hpad / sH⌉`, `⌈Wpad / sW⌉`)
     rows: usize,
     cols: usize,
-    /// output positions computed per plane, `OH · Wq` rounded up to [`MAX_LANES`]
+    /// output positions computed per plane by the flat walk, `OH · Wq` rounded
+    /// up to [`MAX_LANES`]
     n_q: usize,
-    /// floats per plane: the data and the furthest reach of the last block
+    /// the output size `[OH, OW]`
+    out: [usize; 2],
+    /// how a convolution walks the output
+    walk: Walk,
+    /// floats per plane: the data and the furthest reach of the last vector
     len: usize,
 }
 
@@ -60,7 +77,16 @@ impl Planes {
         };
         let rows = extent(0, h).div_ceil(sh);
         let cols = extent(1, wd).div_ceil(sw);
-        let n_q = (win.out[0] * cols).next_multiple_of(MAX_LANES);
+        let [oh, ow] = win.out;
+        let n_q = (oh * cols).next_multiple_of(MAX_LANES);
+        let per_row = ow.div_ceil(MAX_LANES);
+        let walk = if oh * per_row <= n_q / MAX_LANES {
+            Walk::Rows
+        } else {
+            Walk::Flat
+        };
+        // the row walk's last vector ends by (OH − 1)·Wq + ⌈OW / lanes⌉·lanes
+        let rows_end = (oh.max(1) - 1) * cols + per_row * MAX_LANES;
         let reach = (win.kernel[0] - 1) * win.dilations[0] / sh * cols
             + (win.kernel[1] - 1) * win.dilations[1] / sw;
         Planes {
@@ -68,7 +94,9 @@ impl Planes {
             rows,
             cols,
             n_q,
-            len: (rows * cols).max(n_q + reach),
+            out: win.out,
+            walk,
+            len: (rows * cols).max(n_q.max(rows_end) + reach),
         }
     }
 
@@ -210,19 +238,14 @@ pub(super) fn conv_group(
     let (sums, offsets) = rest.split_at_mut(CHANNEL_BLOCK * pl.n_q);
     fill_at_level(cpu::level(), planes, pl, g, base, 0.0);
     let offsets = tap_offsets(offsets, pl, g.win, g.cg);
+    let taps = Taps { planes, offsets };
     let [oh, ow] = g.win.out;
     let m = out.len() / (oh * ow);
     for m0 in (0..m).step_by(CHANNEL_BLOCK) {
         let rows = m0..(m0 + CHANNEL_BLOCK).min(m);
+        let out = &mut out[rows.start * oh * ow..rows.end * oh * ow];
         let sums = &mut sums[..rows.len() * pl.n_q];
-        let taps = Taps { planes, offsets };
-        sums_at_level(cpu::level(), sums, &taps, pl.n_q, ch, rows.clone());
-        let dst = &mut out[rows.start * oh * ow..rows.end * oh * ow];
-        for (plane, sums) in dst.chunks_exact_mut(oh * ow).zip(sums.chunks_exact(pl.n_q)) {
-            for (d, s) in plane.chunks_exact_mut(ow).zip(sums.chunks(pl.cols)) {
-                d.copy_from_slice(&s[..ow]);
-            }
-        }
+        sums_at_level(cpu::level(), out, sums, &taps, pl, ch, rows);
     }
 }
 
@@ -255,80 +278,85 @@ struct Taps<'a> {
 }
 
 /// [`sums_with`] compiled for `level`.
-#[allow(clippy::too_many_arguments)]
 fn sums_at_level(
     level: Level,
+    out: &mut [f32],
     sums: &mut [f32],
     taps: &Taps,
-    n_q: usize,
+    pl: &Planes,
     ch: &Channels,
     rows: Range<usize>,
 ) {
     #[cfg(target_arch = "x86_64")]
     {
         use crate::simd::vector::{Avx2, Avx512};
-        #[allow(clippy::too_many_arguments)]
         #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
         unsafe fn avx512(
+            out: &mut [f32],
             sums: &mut [f32],
             taps: &Taps,
-            n_q: usize,
+            pl: &Planes,
             ch: &Channels,
             rows: Range<usize>,
         ) {
             // SAFETY: called only where the CPU has AVX-512 (below).
-            sums_with(unsafe { Avx512::new() }, sums, taps, n_q, ch, rows)
+            sums_with(unsafe { Avx512::new() }, out, sums, taps, pl, ch, rows)
         }
-        #[allow(clippy::too_many_arguments)]
         #[target_feature(enable = "avx2,fma")]
         unsafe fn avx2(
+            out: &mut [f32],
             sums: &mut [f32],
             taps: &Taps,
-            n_q: usize,
+            pl: &Planes,
             ch: &Channels,
             rows: Range<usize>,
         ) {
             // SAFETY: called only where the CPU has AVX2 and FMA (below).
-            sums_with(unsafe { Avx2::new() }, sums, taps, n_q, ch, rows)
+            sums_with(unsafe { Avx2::new() }, out, sums, taps, pl, ch, rows)
         }
         match level.capped() {
             // SAFETY: `capped` never exceeds the CPU's level.
-            Level::Avx512 => return unsafe { avx512(sums, taps, n_q, ch, rows) },
+            Level::Avx512 => return unsafe { avx512(out, sums, taps, pl, ch, rows) },
             // SAFETY: as above.
-            Level::Avx2 => return unsafe { avx2(sums, taps, n_q, ch, rows) },
+            Level::Avx2 => return unsafe { avx2(out, sums, taps, pl, ch, rows) },
             Level::Scalar => {}
         }
     }
-    sums_with(Scalar, sums, taps, n_q, ch, rows)
+    sums_with(Scalar, out, sums, taps, pl, ch, rows)
 }
 
-/// `sums[r·n_q + q] = act(bias + Σ_t w[m, t] · planes[offset(t) + q])` over the
-/// taps `t = (c, i, j)` in order, for the channels `m = rows.start + r` (at most
-/// [`CHANNEL_BLOCK`]) and `q < n_q`: all channels at once, in blocks of several
-/// vectors, then single vectors. (No closures here: a closure would not inherit
-/// the caller's target features, and the intrinsics would not inline into it.)
+/// `out[r, oy, ox] = act(bias + Σ_t w[m, t] · planes[offset(t) + oy·Wq + ox])`
+/// over the taps `t = (c, i, j)` in order, for the channels `m = rows.start + r`
+/// (at most [`CHANNEL_BLOCK`]): all channels at once, in blocks of several
+/// vectors of positions, then single vectors, walked as the planes say
+/// ([`Walk`]; `sums` holds the flat walk's sums). (No closures here: a closure
+/// would not inherit the caller's target features, and the intrinsics would not
+/// inline into it.)
 #[inline(always)]
 fn sums_with<S: Simd>(
     s: S,
+    out: &mut [f32],
     sums: &mut [f32],
     taps: &Taps,
-    n_q: usize,
+    pl: &Planes,
     ch: &Channels,
     rows: Range<usize>,
 ) {
     let k = taps.offsets.len();
-    // every load, `offset + q + lanes` with `q + lanes ≤ n_q`, lies in the planes
+    let walk = Walker::new(pl, S::LANES);
+    // every load, `offset + q + lanes` with `q + lanes ≤ walk.end`, lies in the planes
     assert!(
         taps.offsets
             .iter()
-            .all(|o| o.to_bits() as usize + n_q <= taps.planes.len())
-            && sums.len() >= rows.len() * n_q
+            .all(|o| o.to_bits() as usize + walk.end <= taps.planes.len())
+            && sums.len() >= rows.len() * pl.n_q
+            && out.len() >= rows.len() * walk.plane
             && ch.w.len() >= rows.end * k
             && ch.bias.is_none_or(|b| b.len() >= rows.end)
     );
     let b = Block {
         taps,
-        n_q,
+        walk,
         w: &ch.w[rows.start * k..rows.end * k],
         bias: ch.bias.map(|b| &b[rows.clone()]),
         activation: ch.activation,
@@ -336,20 +364,82 @@ fn sums_with<S: Simd>(
     // register budget: MB·V accumulators and V loaded vectors (32 registers
     // at AVX-512, 16 below)
     match (rows.len(), S::LANES >= 16) {
-        (4, true) => b.run::<S, 4, 6>(s, sums),
-        (4, false) => b.run::<S, 4, 3>(s, sums),
-        (3, true) => b.run::<S, 3, 7>(s, sums),
-        (3, false) => b.run::<S, 3, 3>(s, sums),
-        (2, true) => b.run::<S, 2, 8>(s, sums),
-        (2, false) => b.run::<S, 2, 4>(s, sums),
-        _ => b.run::<S, 1, 8>(s, sums),
+        (4, true) => b.run::<S, 4, 6>(s, out, sums),
+        (4, false) => b.run::<S, 4, 3>(s, out, sums),
+        (3, true) => b.run::<S, 3, 7>(s, out, sums),
+        (3, false) => b.run::<S, 3, 3>(s, out, sums),
+        (2, true) => b.run::<S, 2, 8>(s, out, sums),
+        (2, false) => b.run::<S, 2, 4>(s, out, sums),
+        _ => b.run::<S, 1, 8>(s, out, sums),
+    }
+    if pl.walk == Walk::Flat {
+        let ow = walk.ow;
+        let sums = sums.chunks_exact(pl.n_q);
+        for (out, sums) in out.chunks_exact_mut(walk.plane).zip(sums) {
+            for (d, src) in out.chunks_exact_mut(ow).zip(sums.chunks(pl.cols)) {
+                copy_run(s, d, &src[..ow]);
+            }
+        }
+    }
+}
+
+/// The vectors of output positions of one level's width, as [`Walk`] cuts them.
+#[derive(Clone, Copy, Debug)]
+struct Walker {
+    walk: Walk,
+    lanes: usize,
+    /// vectors in all
+    count: usize,
+    /// vectors per output row ([`Walk::Rows`])
+    per_row: usize,
+    /// columns of the planes (`Wq`), of the output (`OW`), floats per output plane
+    cols: usize,
+    ow: usize,
+    plane: usize,
+    /// the end of the furthest vector of positions: `q + lanes ≤ end` for all
+    end: usize,
+}
+
+impl Walker {
+    fn new(pl: &Planes, lanes: usize) -> Walker {
+        let [oh, ow] = pl.out;
+        let per_row = ow.div_ceil(lanes);
+        let (count, end) = match pl.walk {
+            Walk::Flat => (pl.n_q / lanes, pl.n_q),
+            Walk::Rows => (oh * per_row, (oh - 1) * pl.cols + per_row * lanes),
+        };
+        Walker {
+            walk: pl.walk,
+            lanes,
+            count,
+            per_row,
+            cols: pl.cols,
+            ow,
+            plane: oh * ow,
+            end,
+        }
+    }
+
+    /// Vector `u`'s first position in the planes (`q`), where its lanes go
+    /// (in `sums` for the flat walk, in an output plane for the row walk) and
+    /// how many of them are kept.
+    #[inline(always)]
+    fn vector(&self, u: usize) -> (usize, usize, usize) {
+        match self.walk {
+            Walk::Flat => (u * self.lanes, u * self.lanes, self.lanes),
+            Walk::Rows => {
+                let (oy, x) = (u / self.per_row, u % self.per_row * self.lanes);
+                let kept = self.lanes.min(self.ow - x);
+                (oy * self.cols + x, oy * self.ow + x, kept)
+            }
+        }
     }
 }
 
 /// What [`Block::run`] reads: the taps and `MB` channels' weights.
 struct Block<'a> {
     taps: &'a Taps<'a>,
-    n_q: usize,
+    walk: Walker,
     /// `[MB, taps]`
     w: &'a [f32],
     /// `MB` biases
@@ -358,51 +448,64 @@ struct Block<'a> {
 }
 
 impl Block<'_> {
-    /// All `n_q` sums of the `MB` channels (checked by [`sums_with`]):
-    /// blocks of `V` vectors, then single vectors.
+    /// Every vector of positions of the `MB` channels (checked by
+    /// [`sums_with`]): blocks of `V` vectors, then single vectors; into `out`
+    /// (`MB` output planes) or `sums` (`MB` planes of `n_q`) as the walk says.
     #[inline(always)]
-    fn run<S: Simd, const MB: usize, const V: usize>(&self, s: S, sums: &mut [f32]) {
-        let lanes = S::LANES;
-        let mut q = 0;
-        while q + V * lanes <= self.n_q {
-            // SAFETY: as asserted in `sums_with`, with q + V·lanes ≤ n_q.
-            unsafe { self.block::<S, MB, V>(s, sums, q) };
-            q += V * lanes;
+    fn run<S: Simd, const MB: usize, const V: usize>(
+        &self,
+        s: S,
+        out: &mut [f32],
+        sums: &mut [f32],
+    ) {
+        let (dst, step) = match self.walk.walk {
+            Walk::Flat => (sums.as_mut_ptr(), sums.len() / MB),
+            Walk::Rows => (out.as_mut_ptr(), self.walk.plane),
+        };
+        let mut u = 0;
+        while u + V <= self.walk.count {
+            // SAFETY: as asserted in `sums_with`; every vector below `count`
+            // reads below `end` and writes inside its plane of `step` floats.
+            unsafe { self.vectors::<S, MB, V>(s, dst, step, u) };
+            u += V;
         }
-        while q < self.n_q {
-            // n_q is a multiple of MAX_LANES, hence of every level's lanes.
-            // SAFETY: as asserted in `sums_with`, with q + lanes ≤ n_q.
-            unsafe { self.block::<S, MB, 1>(s, sums, q) };
-            q += lanes;
+        while u < self.walk.count {
+            // SAFETY: as above.
+            unsafe { self.vectors::<S, MB, 1>(s, dst, step, u) };
+            u += 1;
         }
     }
 
-    /// `V` vectors of sums from `q` on of each of the `MB` channels.
+    /// Vectors `u .. u + V` of each of the `MB` channels, channel `r`'s
+    /// written to the plane at `dst + r·step`.
     ///
     /// # Safety
-    /// `q + V·lanes ≤ n_q`, `sums` holds `MB · n_q` floats, every tap offset
-    /// plus `n_q` lies in the planes and `w` holds `MB · taps` weights.
+    /// `u + V ≤ count`; every tap offset plus `end` lies in the planes, `w`
+    /// holds `MB · taps` weights, and `dst` `MB` planes of `step` floats that
+    /// hold every vector's kept lanes.
     #[inline(always)]
-    unsafe fn block<S: Simd, const MB: usize, const V: usize>(
+    unsafe fn vectors<S: Simd, const MB: usize, const V: usize>(
         &self,
         s: S,
-        sums: &mut [f32],
-        q: usize,
+        dst: *mut f32,
+        step: usize,
+        u: usize,
     ) {
         let k = self.taps.offsets.len();
-        let (src, lanes) = (self.taps.planes.as_ptr(), S::LANES);
+        let src = self.taps.planes.as_ptr();
         let w = self.w.as_ptr();
+        let at: [(usize, usize, usize); V] = std::array::from_fn(|v| self.walk.vector(u + v));
         let mut acc = [[s.splat(0.0); V]; MB];
         for (r, acc) in acc.iter_mut().enumerate() {
             let bias = self.bias.map_or(0.0, |b| b[r]);
             *acc = [s.splat(bias); V];
         }
         for (t, offset) in self.taps.offsets.iter().enumerate() {
-            let at = offset.to_bits() as usize + q;
+            let from = src.wrapping_add(offset.to_bits() as usize);
             let mut x = [s.splat(0.0); V];
-            for (v, x) in x.iter_mut().enumerate() {
-                // SAFETY: at + v·lanes + lanes ≤ offset + n_q ≤ planes.len().
-                *x = unsafe { s.load(src.add(at + v * lanes)) };
+            for (x, &(q, _, _)) in x.iter_mut().zip(&at) {
+                // SAFETY: offset + q + lanes ≤ offset + end ≤ planes.len().
+                *x = unsafe { s.load(from.add(q)) };
             }
             for (r, acc) in acc.iter_mut().enumerate() {
                 // SAFETY: r·k + t < MB·k ≤ w.len() (the contract).
@@ -416,15 +519,21 @@ impl Block<'_> {
         // stays in registers (as in the packed GEMM kernel)
         let mut done = [[s.splat(0.0); V]; MB];
         done.copy_from_slice(&acc);
-        let dst = sums.as_mut_ptr();
         for (r, acc) in done.iter().enumerate() {
-            for (v, &a) in acc.iter().enumerate() {
+            for (&a, &(_, to, kept)) in acc.iter().zip(&at) {
                 let a = match self.activation {
                     Some(act) => act.apply_v(s, a),
                     None => a,
                 };
-                // SAFETY: r·n_q + q + V·lanes ≤ MB·n_q ≤ sums.len().
-                unsafe { s.store(dst.add(r * self.n_q + q + v * lanes), a) };
+                // SAFETY: the vector's kept lanes lie in plane r (the contract).
+                unsafe {
+                    let d = dst.add(r * step + to);
+                    if kept == S::LANES {
+                        s.store(d, a)
+                    } else {
+                        s.store_tail(d, kept, a)
+                    }
+                }
             }
         }
     }

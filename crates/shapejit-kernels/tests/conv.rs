@@ -327,6 +327,7 @@ fn conv_matches_a_naive_loop() {
             (2, 3, 1),
             (2, 7, 1),
             (5, 6, 1),
+            (7, 5, 1),
         ] {
             for (strides, pads, dilations) in [
                 ([1, 1], [1, 1, 1, 1], [1, 1]),

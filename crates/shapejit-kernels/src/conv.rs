@@ -1,15 +1,18 @@
-//! 2-D convolution (im2col + GEMM), transposed convolution (GEMM + col2im)
-//! and max/average pooling, NCHW.
+//! 2-D convolution (direct, or im2col + GEMM for 1×1 windows), transposed
+//! convolution (GEMM + col2im) and max/average pooling, NCHW.
 //!
-//! conv2d: for each image and group, the input patches are unrolled straight
-//! into the packed panels of a `[C_in/groups · kH · kW, OH · OW]` matrix in
-//! caller-provided scratch (a 1×1, stride-1, unpadded conv packs the input as
-//! it is), and the group's weights (packed once ahead when they are constant,
-//! [`PackedConvWeights`]) multiply it on the packed micro-kernel
+//! conv2d ([`takes_gemm`] chooses): k×k windows, and groups of fewer than
+//! [`GEMM_MIN_CHANNELS`] output channels, run on the direct path (`direct`):
+//! the group's input rearranged into phase planes of the padded input, four
+//! output channels at a time summed over every tap, bias and activation
+//! applied in registers. 1×1 windows run as a GEMM: the input (packed as it is
+//! at stride 1 without padding, else its patches unrolled straight into the
+//! packed panels of a `[C_in/groups, OH · OW]` matrix in caller-provided
+//! scratch) times the group's weights (packed once ahead when they are
+//! constant, [`PackedConvWeights`]) on the packed micro-kernel
 //! ([`crate::packed`]), which adds the bias while the tile is in registers and
-//! writes the NCHW output directly; depthwise and other narrow groups, and
-//! pooling, run on phase planes of the padded input (`direct`), vectorized at
-//! the CPU level in use.
+//! writes the NCHW output directly. Pooling runs on the same phase planes. All
+//! of it vectorized at the CPU level in use.
 //!
 //! **Invariant:** padded cells read as 0 for conv, never win a max pool, and
 //! count in an average only when asked to (and only inside the declared padding).

@@ -1,6 +1,6 @@
-//! The direct convolution path for groups of few output channels (depthwise
-//! convolutions above all), where a GEMM tile would mostly multiply padding,
-//! and pooling on the same phase planes.
+//! The direct convolution path (every k×k window, and groups of few output
+//! channels, depthwise above all, where a GEMM tile would mostly multiply
+//! padding), and pooling on the same phase planes.
 //!
 //! Per image and group, the group's input channels are first rearranged into
 //! *phase planes* of the zero-padded input: for strides `sH × sW`, plane
@@ -8,18 +8,25 @@
 //! `Wq = ⌈Wpad / sW⌉`. Kernel tap `(i, j)` of output `(oy, ox)` then reads plane
 //! `(c, i·dH mod sH, j·dW mod sW)` at `q + ⌊i·dH/sH⌋·Wq + ⌊j·dW/sW⌋`, with
 //! `q = oy·Wq + ox`: every tap is one contiguous, shifted run over `q`, whatever
-//! the stride, dilation and padding. Each output plane is then computed over
-//! `q ∈ 0..OH·Wq` in blocks of full vectors (columns `ox ≥ OW` are computed and
-//! dropped), `acc = bias`, then one fused multiply-add per tap in `(c, i, j)`
-//! order, then the activation, and its `OW` valid columns per row are copied
-//! out. Pooling runs the same loop with `max` (NaN propagating, padding −∞) or
-//! a sum (padding +0, which leaves every sum unchanged: a sum starting at +0 is
-//! never −0) over the taps in `(i, j)` order, as the scalar definition does.
+//! the stride, dilation and padding; the taps' offsets are computed once per
+//! call. The output positions are cut into vectors ([`Walk`]): either flat over
+//! `q ∈ 0..OH·Wq` (columns `ox ≥ OW` computed into a buffer and dropped when
+//! the valid columns are copied out), or row by row (each row's last vector
+//! partial, stored straight into the output) where that needs no more vectors.
+//! [`CHANNEL_BLOCK`] output channels are computed together over a block of
+//! vectors (4 × 6 accumulators at AVX-512: each loaded input vector feeds four
+//! channels): `acc = bias`, then one fused multiply-add per tap in `(c, i, j)`
+//! order, then the activation. Pooling runs the flat walk with `max` (NaN
+//! propagating, padding −∞) or a sum (padding +0, which leaves every sum
+//! unchanged: a sum starting at +0 is never −0) over the taps in `(i, j)`
+//! order, as the scalar definition does.
 //!
 //! **Invariant:** every read lies inside the planes ([`Planes::len`] covers the
-//! furthest tap of the last, padded block); padding reads as 0. Each output is
-//! `act(fma(w_last, x_last, … fma(w_0, x_0, bias)))` on AVX2 and AVX-512 (bit-
-//! identical), with separately rounded products on the scalar path.
+//! furthest tap of the last vector of either walk); padding reads as 0. Each
+//! output is `act(fma(w_last, x_last, … fma(w_0, x_0, bias)))` on AVX2 and
+//! AVX-512 (bit-identical), with separately rounded products on the scalar
+//! path, whatever the walk, the block of channels it is computed in, or the
+//! range of channels of the call.
 
 use super::{ConvGeom, Window, copy_run, gather_run};
 use crate::cpu::{self, Level};

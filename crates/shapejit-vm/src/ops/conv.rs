@@ -1,4 +1,5 @@
-//! conv2d (im2col into [`Scratch`] + GEMM), conv_transpose2d (GEMM + col2im),
+//! conv2d (direct on phase planes, or GEMM for 1×1 windows; planes and patches
+//! in [`Scratch`]), conv_transpose2d (GEMM + col2im),
 //! max/avg pooling (NCHW).
 //!
 //! Output size per spatial dim: `(in + pad_begin + pad_end - dil·(k-1) - 1) / stride + 1`,

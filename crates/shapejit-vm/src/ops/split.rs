@@ -28,7 +28,8 @@ const GRAIN_PS: u128 = 20_000_000;
 /// Least rows of a matmul piece split along its rows (keeps register blocks full).
 const MIN_MATMUL_ROWS: usize = 16;
 /// Least output channels of a convolution piece split along its channels: each
-/// piece unrolls the whole image's patches again, so pieces stay few and wide.
+/// piece rearranges (or unrolls) the whole image's input again, so pieces stay
+/// few and wide.
 const MIN_CONV_CHANNELS: usize = 64;
 
 /// How an op's inputs run along the split axis.
@@ -67,7 +68,7 @@ impl Plan {
 
     /// The plan to run on `threads` threads. A convolution split by output
     /// channels gives the whole op's bits however it is cut (every channel is
-    /// computed the same way), and each piece unrolls the image's patches again:
+    /// computed the same way), and each piece rearranges the image's input again:
     /// it is cut into at most `threads` pieces, and runs whole on one thread.
     /// Every other split runs as planned (its pieces are part of its result).
     pub(crate) fn for_threads(self, threads: usize) -> Option<Plan> {

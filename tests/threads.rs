@@ -67,10 +67,10 @@ fn shared_onnx_models_are_bit_identical_at_1_2_3_threads() {
     }
 }
 
-/// A one-image convolution wide enough to split by output channels (256 of them:
-/// pieces of at least 64, each on the packed weights from its first channel, the
-/// image's patches unrolled per piece): at 1, 2 and 3 threads bit-identical to the
-/// same module reading its weights unpacked, and split.
+/// One-image convolutions wide enough to split by output channels (256 of them:
+/// pieces of at least 64; a 3×3 one on the direct path, a 1×1 one on the packed
+/// weights from each piece's first channel): at 1, 2 and 3 threads bit-identical
+/// to the same module reading its weights unpacked, and split.
 #[test]
 fn a_one_image_convolution_splits_by_channels_bit_identically() {
     use shapejit::ir::ConvAttrs;
@@ -94,6 +94,12 @@ fn a_one_image_convolution_splits_by_channels_bit_identically() {
         };
         let y = b.conv2d(x, w, Some(bias), attrs).unwrap();
         let y = b.unary(UnaryOp::Relu, y).unwrap();
+        // a 1×1 convolution runs as a GEMM on packed weights, the 3×3 one direct
+        let w1 = b.constant(
+            "w1",
+            Tensor::from_vec(values(256 * 256, 3), &[256, 256, 1, 1]).unwrap(),
+        );
+        let y = b.conv2d(y, w1, None, ConvAttrs::default()).unwrap();
         b.output("y", y).unwrap();
         b.finish().unwrap()
     };

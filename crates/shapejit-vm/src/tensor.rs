@@ -130,6 +130,18 @@ impl<'a> TensorRef<'a> {
         layout: &'a Layout,
         data: &'a [u8],
     ) -> Result<TensorRef<'a>, LayoutError> {
+        TensorRef::with_extent(dtype, layout, layout.extent(), data)
+    }
+
+    /// [`TensorRef::new`] for a layout whose [`Layout::extent`] is `extent`
+    /// (computed once by the caller for a layout it reads many times).
+    pub(crate) fn with_extent(
+        dtype: DType,
+        layout: &'a Layout,
+        extent: Option<(isize, isize)>,
+        data: &'a [u8],
+    ) -> Result<TensorRef<'a>, LayoutError> {
+        debug_assert_eq!(extent, layout.extent());
         let err = || LayoutError {
             layout: Box::new(layout.clone()),
             dtype,
@@ -138,7 +150,7 @@ impl<'a> TensorRef<'a> {
         if !(data.as_ptr() as usize).is_multiple_of(dtype.size()) {
             return Err(err());
         }
-        if let Some((lo, hi)) = layout.extent() {
+        if let Some((lo, hi)) = extent {
             let n_elems = (data.len() / dtype.size()) as isize;
             if lo < 0 || hi > n_elems {
                 return Err(err());

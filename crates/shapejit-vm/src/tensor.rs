@@ -30,10 +30,17 @@ pub struct Layout {
     pub offset: usize,
 }
 
-/// Copies the dims and strides as slices (`SmallVec`'s own `Clone` pushes them
-/// one by one; the interpreter clones a layout per instruction).
+/// A bitwise copy when the dims and strides are inline (rank ≤ 6), else
+/// copies of them (`SmallVec`'s own `Clone` pushes them one by one; the
+/// interpreter clones a layout per instruction).
 impl Clone for Layout {
     fn clone(&self) -> Layout {
+        if !self.shape.spilled() && !self.strides.spilled() {
+            // SAFETY: unspilled `SmallVec`s of `Copy` elements own no heap memory
+            // and do not point into themselves, so a bitwise copy is an
+            // independent value equal to `self` (dropping either frees nothing).
+            return unsafe { std::ptr::read(self) };
+        }
         Layout {
             shape: SmallVec::from_slice(&self.shape),
             strides: SmallVec::from_slice(&self.strides),
@@ -135,6 +142,7 @@ impl<'a> TensorRef<'a> {
 
     /// [`TensorRef::new`] for a layout whose [`Layout::extent`] is `extent`
     /// (computed once by the caller for a layout it reads many times).
+    #[inline(always)]
     pub(crate) fn with_extent(
         dtype: DType,
         layout: &'a Layout,

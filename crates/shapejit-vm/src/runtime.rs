@@ -264,6 +264,21 @@ fn reg_val(regs: &[Option<RegVal>], r: Reg, pc: usize) -> Result<&RegVal, RunErr
         .ok_or_else(|| internal(pc, format!("{r} is empty")))
 }
 
+/// Copies `v` into `r`, field by field when `r` holds a value (copies small
+/// enough to be inlined, where a whole `RegVal` would be copied by `memcpy`).
+fn write_reg(r: &mut Option<RegVal>, v: &RegVal) {
+    match r {
+        Some(old) => {
+            old.dtype = v.dtype;
+            old.layout = v.layout.clone();
+            old.extent = v.extent;
+            old.storage = v.storage;
+            old.stamp = v.stamp;
+        }
+        None => *r = Some(v.clone()),
+    }
+}
+
 /// `shape_check`: dim `other_axis` of `other` must equal dim `kept_axis` of
 /// `kept` or be 1.
 fn shape_check(regs: &[Option<RegVal>], check: &Instr, pc: usize) -> Result<(), RunError> {
@@ -880,7 +895,7 @@ impl Runtime {
                     // In a steady state the register already holds this value
                     // (from the last run): comparing stamps is cheaper than a copy.
                     if r.as_ref().map(|r| r.stamp) != Some(v.stamp) {
-                        *r = Some(v.clone());
+                        write_reg(r, v);
                     }
                 }
             }

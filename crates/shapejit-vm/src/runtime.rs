@@ -9,7 +9,8 @@
 //! group grows if needed, and [`ops::execute_planned`] writes it. The plan is
 //! made once per dtypes and layouts of the inputs (ops whose types depend on
 //! an input's contents make it each time), so a steady-state op costs a
-//! compare of its inputs' shapes, not a type inference. Graph outputs are
+//! compare of its inputs' stamps (numbers naming register values, below), not
+//! a type inference or a compare of layouts. Graph outputs are
 //! copied into caller-owned tensors at `return`.
 //!
 //! **Invariants:**
@@ -22,6 +23,10 @@
 //! - after a run with given input shapes, another run with the same shapes
 //!   allocates only the returned tensors (buffers only grow, per-slot key memos,
 //!   op plans and profiles are reused);
+//! - every register value has a stamp: a value written (an input, a constant,
+//!   a view...) gets a fresh one unless its register already holds an equal
+//!   value, a plan's results get theirs when the plan is made, and copies keep
+//!   it; so equal stamps mean equal dtypes, layouts and storage;
 //! - an op's plan is used only for inputs of exactly the dtypes, dims and
 //!   strides it was made for, and only for ops whose types and split are a
 //!   function of those ([`ops::types_from_layouts`]);
@@ -59,8 +64,35 @@ enum Storage {
     Input(u32),
 }
 
-#[derive(Clone, Debug, PartialEq)]
+/// A register's value. Its `stamp` names it: a fresh stamp (see
+/// [`fresh_stamp`]) is given to every value made, and only copies of
+/// a value keep it, so two values with the same stamp are equal — comparing
+/// stamps stands in for comparing layouts. `extent` is `layout.extent()`,
+/// computed once (see [`RegVal::new`]).
+#[derive(Clone, Debug)]
 struct RegVal {
+    dtype: DType,
+    layout: Layout,
+    extent: Option<(isize, isize)>,
+    storage: Storage,
+    stamp: u64,
+}
+
+impl RegVal {
+    fn new(v: Value, stamp: u64) -> RegVal {
+        RegVal {
+            dtype: v.dtype,
+            extent: v.layout.extent(),
+            layout: v.layout,
+            storage: v.storage,
+            stamp,
+        }
+    }
+}
+
+/// A value being written to a register (it gets its stamp there, see [`Runtime::set`]).
+#[derive(Debug, PartialEq)]
+struct Value {
     dtype: DType,
     layout: Layout,
     storage: Storage,
@@ -90,13 +122,16 @@ type Memo = Option<(Arc<ShapeKey>, KeyIdx)>;
 type PlanInput = (DType, Dims, Strides);
 
 /// What an op instruction needs besides its inputs' data: its results' values
-/// (dtype, contiguous layout, storage group) and bytes, and how it runs. Made
-/// by [`OpPlan::make`] for inputs of the dtypes, dims and strides in `inputs`;
-/// reused for as long as they repeat when `reusable` (one per slot, allocated
-/// with the runtime: no heap allocation for ranks ≤ 6 and ≤ 4 inputs).
+/// (dtype, contiguous layout, storage group, stamp) and bytes, and how it runs.
+/// Made by [`OpPlan::make`] for inputs of the dtypes, dims and strides in
+/// `inputs`; reused for as long as they repeat when `reusable` (one per slot,
+/// allocated with the runtime: no heap allocation for ranks ≤ 6 and ≤ 4
+/// inputs). `stamps` are those of the input values it last matched: the same
+/// stamps prove the same dtypes and layouts without comparing them.
 #[derive(Default)]
 struct OpPlan {
     inputs: SmallVec<[PlanInput; 4]>,
+    stamps: SmallVec<[u64; 4]>,
     reusable: bool,
     outs: SmallVec<[(RegVal, u128); 2]>,
     exec: ops::ExecPlan,
@@ -104,22 +139,42 @@ struct OpPlan {
 
 impl OpPlan {
     /// True when the plan was made for inputs of exactly these dtypes and layouts
-    /// (the offsets aside) and may be reused.
-    fn matches(&self, refs: &[TensorRef<'_>]) -> bool {
-        self.reusable
-            && self.inputs.len() == refs.len()
+    /// (the offsets aside) and may be reused; `stamps` are the inputs' values'.
+    fn matches(&mut self, refs: &[TensorRef<'_>], stamps: &[u64]) -> bool {
+        if !self.reusable {
+            return false;
+        }
+        // (compared element by element: a slice compare calls `memcmp`)
+        if self.stamps.len() == stamps.len() && self.stamps.iter().zip(stamps).all(|(a, b)| a == b)
+        {
+            return true;
+        }
+        let same = self.inputs.len() == refs.len()
             && self
                 .inputs
                 .iter()
                 .zip(refs)
                 .all(|((dtype, shape, strides), t)| {
                     *dtype == t.dtype && *shape == t.layout.shape && *strides == t.layout.strides
-                })
+                });
+        if same {
+            self.stamps.clear();
+            self.stamps.extend_from_slice(stamps);
+        }
+        same
     }
 
-    /// Makes the plan for `op` on `refs` writing `dsts`; on an error the plan is
-    /// left unusable.
-    fn make(&mut self, op: &Op, refs: &[TensorRef<'_>], dsts: &[Out]) -> Result<(), PlanError> {
+    /// Makes the plan for `op` on `refs` (whose values have `stamps`) writing
+    /// `dsts`, its results' stamps from `fresh`; on an error the plan is left
+    /// unusable.
+    fn make(
+        &mut self,
+        op: &Op,
+        refs: &[TensorRef<'_>],
+        stamps: &[u64],
+        dsts: &[Out],
+        fresh: &mut impl FnMut() -> u64,
+    ) -> Result<(), PlanError> {
         self.reusable = false;
         let types = ops::output_types(op, refs).map_err(PlanError::Op)?;
         if types.len() != dsts.len() {
@@ -130,14 +185,16 @@ impl OpPlan {
             refs.iter()
                 .map(|t| (t.dtype, t.layout.shape.clone(), t.layout.strides.clone())),
         );
+        self.stamps.clear();
+        self.stamps.extend_from_slice(stamps);
         self.outs.clear();
         self.outs.extend(types.iter().zip(dsts).map(|(t, o)| {
-            let v = RegVal {
+            let v = Value {
                 dtype: t.dtype,
                 layout: Layout::contiguous(&t.shape),
                 storage: Storage::Group(o.group),
             };
-            (v, byte_len(t.dtype, &t.shape))
+            (RegVal::new(v, fresh()), byte_len(t.dtype, &t.shape))
         }));
         self.exec = ops::exec_plan(op, refs, &types);
         self.reusable = ops::types_from_layouts(op);
@@ -153,14 +210,8 @@ enum PlanError {
     Arity(usize),
 }
 
-/// What [`compute`] did: a view of operand 0, or results the slot's plan describes.
-enum Computed {
-    View(RegVal),
-    Planned,
-}
-
 /// A guard's result: the region outputs when a kernel ran, and the interned key.
-type GuardOutcome = (Option<SmallVec<[RegVal; 2]>>, Memo);
+type GuardOutcome = (Option<SmallVec<[Value; 2]>>, Memo);
 
 /// One thread's interpreter.
 pub struct Runtime {
@@ -175,6 +226,14 @@ pub struct Runtime {
     /// per slot (only op slots use theirs)
     plans: Vec<OpPlan>,
     budget: Budget,
+    /// the last stamp given (see [`RegVal`])
+    stamps: u64,
+}
+
+/// The next stamp of `last` (the last stamp given): one no value has had.
+fn fresh_stamp(last: &mut u64) -> u64 {
+    *last += 1;
+    *last
 }
 
 fn internal(pc: usize, message: impl Into<String>) -> RunError {
@@ -184,6 +243,7 @@ fn internal(pc: usize, message: impl Into<String>) -> RunError {
     }
 }
 
+#[inline]
 fn data<'a>(groups: &'a [AlignedBuf], ctx: &Ctx<'a>, storage: Storage) -> Option<&'a [u8]> {
     match storage {
         Storage::Group(g) => groups.get(g.index()).map(AlignedBuf::as_slice),
@@ -197,10 +257,26 @@ fn data<'a>(groups: &'a [AlignedBuf], ctx: &Ctx<'a>, storage: Storage) -> Option
     }
 }
 
+#[inline]
 fn reg_val(regs: &[Option<RegVal>], r: Reg, pc: usize) -> Result<&RegVal, RunError> {
     regs.get(r.index())
         .and_then(Option::as_ref)
         .ok_or_else(|| internal(pc, format!("{r} is empty")))
+}
+
+/// Copies `v` into `r`, field by field when `r` holds a value (copies small
+/// enough to be inlined, where a whole `RegVal` would be copied by `memcpy`).
+fn write_reg(r: &mut Option<RegVal>, v: &RegVal) {
+    match r {
+        Some(old) => {
+            old.dtype = v.dtype;
+            old.layout = v.layout.clone();
+            old.extent = v.extent;
+            old.storage = v.storage;
+            old.stamp = v.stamp;
+        }
+        None => *r = Some(v.clone()),
+    }
 }
 
 /// `shape_check`: dim `other_axis` of `other` must equal dim `kept_axis` of
@@ -255,24 +331,46 @@ fn tensor_ref<'a>(
     r: Reg,
     pc: usize,
 ) -> Result<TensorRef<'a>, RunError> {
-    let v = reg_val(regs, r, pc)?;
-    let bytes = data(groups, ctx, v.storage)
-        .ok_or_else(|| internal(pc, format!("{r}: storage {:?} missing", v.storage)))?;
-    TensorRef::new(v.dtype, &v.layout, bytes).map_err(|e| internal(pc, format!("{r}: {e}")))
+    tensor_of(reg_val(regs, r, pc)?, groups, ctx, r, pc)
 }
 
-fn tensor_refs<'a>(
+/// The tensor register `r` holds, `v`.
+fn tensor_of<'a>(
+    v: &'a RegVal,
+    groups: &'a [AlignedBuf],
+    ctx: &Ctx<'a>,
+    r: Reg,
+    pc: usize,
+) -> Result<TensorRef<'a>, RunError> {
+    let bytes = data(groups, ctx, v.storage)
+        .ok_or_else(|| internal(pc, format!("{r}: storage {:?} missing", v.storage)))?;
+    TensorRef::with_extent(v.dtype, &v.layout, v.extent, bytes)
+        .map_err(|e| internal(pc, format!("{r}: {e}")))
+}
+
+/// The tensors `srcs` hold, pushed to `refs`, and their values' stamps to
+/// `stamps`. (The fast path makes no error: [`tensor_of`] tells what failed.)
+#[inline]
+fn operands<'a>(
     regs: &'a [Option<RegVal>],
     groups: &'a [AlignedBuf],
     ctx: &Ctx<'a>,
     srcs: &[Reg],
     pc: usize,
-) -> Result<SmallVec<[TensorRef<'a>; 4]>, RunError> {
-    let mut refs = SmallVec::new();
+    refs: &mut SmallVec<[TensorRef<'a>; 4]>,
+    stamps: &mut SmallVec<[u64; 4]>,
+) -> Result<(), RunError> {
     for &r in srcs {
-        refs.push(tensor_ref(regs, groups, ctx, r, pc)?);
+        let v = reg_val(regs, r, pc)?;
+        let t = data(groups, ctx, v.storage)
+            .and_then(|bytes| TensorRef::with_extent(v.dtype, &v.layout, v.extent, bytes).ok());
+        refs.push(match t {
+            Some(t) => t,
+            None => tensor_of(v, groups, ctx, r, pc)?,
+        });
+        stamps.push(v.stamp);
     }
-    Ok(refs)
+    Ok(())
 }
 
 /// The slot's interned key for these inputs, via the runtime's one-entry memo.
@@ -434,6 +532,7 @@ impl Runtime {
             memo: vec![None; p.slots.len()],
             plans: (0..p.slots.len()).map(|_| OpPlan::default()).collect(),
             budget: Budget::new(module.inner.options.max_memory),
+            stamps: 0,
             module,
         }
     }
@@ -499,7 +598,7 @@ impl Runtime {
                         .zip(inputs.get(i))
                         .ok_or_else(|| internal(pc, "bad input"))?;
                     check_input(spec, &program.symbols, t, &mut self.symbols)?;
-                    let v = RegVal {
+                    let v = Value {
                         dtype: t.dtype(),
                         layout: Layout::contiguous(t.shape()),
                         storage: Storage::Input(i as u32),
@@ -511,7 +610,7 @@ impl Runtime {
                         .constants
                         .get(constant.index())
                         .ok_or_else(|| internal(pc, "bad constant"))?;
-                    let v = RegVal {
+                    let v = Value {
                         dtype: c.dtype(),
                         layout: Layout::contiguous(c.shape()),
                         storage: Storage::Const(*constant),
@@ -519,8 +618,18 @@ impl Runtime {
                     self.set(*dst, v, pc)?;
                 }
                 Instr::Move { dst, src } => {
-                    let v = reg_val(&self.regs, *src, pc)?.clone();
-                    self.set(*dst, v, pc)?;
+                    let v = reg_val(&self.regs, *src, pc)?;
+                    let held = self
+                        .regs
+                        .get(dst.index())
+                        .map(|d| d.as_ref().map(|d| d.stamp));
+                    if held != Some(Some(v.stamp)) {
+                        let v = v.clone();
+                        *self
+                            .regs
+                            .get_mut(dst.index())
+                            .ok_or_else(|| internal(pc, format!("{dst} out of range")))? = Some(v);
+                    }
                 }
                 Instr::ShapeOf {
                     dst,
@@ -609,7 +718,7 @@ impl Runtime {
                 Instr::Carry { dsts, srcs } => self.carry(&ctx, dsts, srcs, pc)?,
                 Instr::ScanInit { acc, dtype, row } => {
                     let shape = self.empty_scan_shape(&program.symbols, row);
-                    let v = RegVal {
+                    let v = Value {
                         dtype: *dtype,
                         layout: Layout::contiguous(&shape),
                         storage: Storage::Group(acc.group),
@@ -656,11 +765,22 @@ impl Runtime {
         Ok(out)
     }
 
-    fn set(&mut self, r: Reg, v: RegVal, pc: usize) -> Result<(), RunError> {
-        *self
+    /// Writes `v` to `r`: a register that already holds an equal value keeps it
+    /// and its stamp (so a steady state keeps every stamp), otherwise the value
+    /// gets a fresh stamp.
+    fn set(&mut self, r: Reg, v: Value, pc: usize) -> Result<(), RunError> {
+        let reg = self
             .regs
             .get_mut(r.index())
-            .ok_or_else(|| internal(pc, format!("{r} out of range")))? = Some(v);
+            .ok_or_else(|| internal(pc, format!("{r} out of range")))?;
+        if let Some(old) = reg
+            && old.dtype == v.dtype
+            && old.storage == v.storage
+            && old.layout == v.layout
+        {
+            return Ok(());
+        }
+        *reg = Some(RegVal::new(v, fresh_stamp(&mut self.stamps)));
         Ok(())
     }
 
@@ -680,7 +800,7 @@ impl Runtime {
             .copy_from_slice(&value.to_ne_bytes());
         self.set(
             r,
-            RegVal {
+            Value {
                 dtype: DType::I64,
                 layout: Layout::contiguous(&[]),
                 storage: Storage::Group(g),
@@ -706,7 +826,7 @@ impl Runtime {
         for (chunk, d) in buf.chunks_exact_mut(8).zip(&dims) {
             chunk.copy_from_slice(&d.to_ne_bytes());
         }
-        let v = RegVal {
+        let v = Value {
             dtype: DType::I64,
             layout: Layout::contiguous(&[dims.len()]),
             storage: Storage::Group(dst.group),
@@ -737,12 +857,14 @@ impl Runtime {
             .get_mut(slot.index())
             .zip(self.plans.get_mut(slot.index()))
             .ok_or_else(|| internal(pc, "slot out of range"))?;
+        let mut view = None;
         let result = compute(
             ctx,
             &self.regs,
             &self.groups,
             &self.scratch,
             &mut self.budget,
+            &mut self.stamps,
             memo,
             plan,
             pc,
@@ -751,28 +873,29 @@ impl Runtime {
             srcs,
             slot,
             &mut bufs,
+            &mut view,
         );
         for (o, b) in dsts.iter().zip(bufs) {
             self.groups[o.group.index()] = b;
         }
-        let (computed, key) = result?;
-        match computed {
-            Computed::View(v) => {
+        let key = result?;
+        match view {
+            Some(v) => {
                 let dst = dsts
                     .first()
                     .ok_or_else(|| internal(pc, "a view without a result"))?;
                 self.set(dst.reg, v, pc)?;
             }
-            Computed::Planned => {
+            None => {
                 for (o, (v, _)) in dsts.iter().zip(&self.plans[slot.index()].outs) {
                     let r = self
                         .regs
                         .get_mut(o.reg.index())
                         .ok_or_else(|| internal(pc, format!("{} out of range", o.reg)))?;
                     // In a steady state the register already holds this value
-                    // (from the last run): comparing is cheaper than a copy.
-                    if r.as_ref() != Some(v) {
-                        *r = Some(v.clone());
+                    // (from the last run): comparing stamps is cheaper than a copy.
+                    if r.as_ref().map(|r| r.stamp) != Some(v.stamp) {
+                        write_reg(r, v);
                     }
                 }
             }
@@ -824,7 +947,16 @@ impl Runtime {
             .ok_or_else(|| internal(pc, "slot out of range"))?;
         let budget = &mut self.budget;
         let outcome = (|| -> Result<GuardOutcome, RunError> {
-            let refs = tensor_refs(&self.regs, &self.groups, ctx, &region.inputs, pc)?;
+            let (mut refs, mut stamps) = (SmallVec::new(), SmallVec::new());
+            operands(
+                &self.regs,
+                &self.groups,
+                ctx,
+                &region.inputs,
+                pc,
+                &mut refs,
+                &mut stamps,
+            )?;
             let keyed = key_of(memo, inner, slot, &refs);
             let (Some(exec), Some((key, _))) = (executor, keyed.as_ref()) else {
                 return Ok((None, keyed));
@@ -881,7 +1013,7 @@ impl Runtime {
             let vals = types
                 .iter()
                 .zip(out_groups)
-                .map(|(t, g)| RegVal {
+                .map(|(t, g)| Value {
                     dtype: t.dtype,
                     layout: Layout::contiguous(&t.shape),
                     storage: Storage::Group(*g),
@@ -967,7 +1099,7 @@ impl Runtime {
             buf.as_mut_slice()[..bytes].copy_from_slice(&self.staging[i].as_slice()[..bytes]);
             self.set(
                 o.reg,
-                RegVal {
+                Value {
                     dtype,
                     layout: Layout::contiguous(&shape),
                     storage: Storage::Group(o.group),
@@ -1032,7 +1164,7 @@ impl Runtime {
             }
             let mut shape: Dims = SmallVec::from_slice(&[rows + 1]);
             shape.extend_from_slice(t.shape());
-            Ok(RegVal {
+            Ok(Value {
                 dtype: t.dtype,
                 layout: Layout::contiguous(&shape),
                 storage: Storage::Group(g),
@@ -1044,9 +1176,9 @@ impl Runtime {
     }
 }
 
-/// Runs one op: a view when possible, else computes into `bufs` (the results'
-/// group buffers, moved out of the arena) as `plan` says, after making it
-/// unless it matches the inputs.
+/// Runs one op: a view of operand 0 when possible (put in `view_out`), else
+/// computes into `bufs` (the results' group buffers, moved out of the arena)
+/// as `plan` says, after making it unless it matches the inputs.
 #[allow(clippy::too_many_arguments)]
 fn compute(
     ctx: &Ctx<'_>,
@@ -1054,6 +1186,7 @@ fn compute(
     groups: &[AlignedBuf],
     scratch: &[Mutex<ops::Scratch>],
     budget: &mut Budget,
+    last_stamp: &mut u64,
     memo: &mut Memo,
     plan: &mut OpPlan,
     pc: usize,
@@ -1062,8 +1195,10 @@ fn compute(
     srcs: &[Reg],
     slot: SlotId,
     bufs: &mut [AlignedBuf],
-) -> Result<(Computed, Option<KeyIdx>), RunError> {
-    let refs = tensor_refs(regs, groups, ctx, srcs, pc)?;
+    view_out: &mut Option<Value>,
+) -> Result<Option<KeyIdx>, RunError> {
+    let (mut refs, mut stamps) = (SmallVec::new(), SmallVec::new());
+    operands(regs, groups, ctx, srcs, pc, &mut refs, &mut stamps)?;
     let key = if ctx.profile {
         key_of(memo, ctx.inner, slot, &refs).map(|(_, idx)| idx)
     } else {
@@ -1086,25 +1221,27 @@ fn compute(
     if let Some(view) = ops::view(op, &refs) {
         let layout = view.map_err(op_error)?;
         let src = reg_val(regs, srcs[0], pc)?;
-        let v = RegVal {
+        *view_out = Some(Value {
             dtype: src.dtype,
             layout,
             storage: src.storage,
-        };
-        return Ok((Computed::View(v), key));
+        });
+        return Ok(key);
     }
-    if !plan.matches(&refs) {
-        plan.make(op, &refs, dsts).map_err(|e| match e {
-            PlanError::Op(e) => op_error(e),
-            PlanError::Arity(n) => internal(
-                pc,
-                format!(
-                    "{} produced {n} results for {} registers",
-                    op.name(),
-                    dsts.len()
+    if !plan.matches(&refs, &stamps) {
+        let mut fresh = || fresh_stamp(last_stamp);
+        plan.make(op, &refs, &stamps, dsts, &mut fresh)
+            .map_err(|e| match e {
+                PlanError::Op(e) => op_error(e),
+                PlanError::Arity(n) => internal(
+                    pc,
+                    format!(
+                        "{} produced {n} results for {} registers",
+                        op.name(),
+                        dsts.len()
+                    ),
                 ),
-            ),
-        })?;
+            })?;
     }
     let mut outs: SmallVec<[TensorMut<'_>; 2]> = SmallVec::new();
     for (b, (v, bytes)) in bufs.iter_mut().zip(&plan.outs) {
@@ -1129,7 +1266,7 @@ fn compute(
     if pieces > 1 {
         bump(&ctx.inner.counters.global.split_ops, 1);
     }
-    Ok((Computed::Planned, key))
+    Ok(key)
 }
 
 /// An op's input 1 when its register holds a constant: the constant's id, its

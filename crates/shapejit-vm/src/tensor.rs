@@ -30,10 +30,17 @@ pub struct Layout {
     pub offset: usize,
 }
 
-/// Copies the dims and strides as slices (`SmallVec`'s own `Clone` pushes them
-/// one by one; the interpreter clones a layout per instruction).
+/// A bitwise copy when the dims and strides are inline (rank ≤ 6), else
+/// copies of them (`SmallVec`'s own `Clone` pushes them one by one; the
+/// interpreter clones a layout per instruction).
 impl Clone for Layout {
     fn clone(&self) -> Layout {
+        if !self.shape.spilled() && !self.strides.spilled() {
+            // SAFETY: unspilled `SmallVec`s of `Copy` elements own no heap memory
+            // and do not point into themselves, so a bitwise copy is an
+            // independent value equal to `self` (dropping either frees nothing).
+            return unsafe { std::ptr::read(self) };
+        }
         Layout {
             shape: SmallVec::from_slice(&self.shape),
             strides: SmallVec::from_slice(&self.strides),
@@ -130,6 +137,19 @@ impl<'a> TensorRef<'a> {
         layout: &'a Layout,
         data: &'a [u8],
     ) -> Result<TensorRef<'a>, LayoutError> {
+        TensorRef::with_extent(dtype, layout, layout.extent(), data)
+    }
+
+    /// [`TensorRef::new`] for a layout whose [`Layout::extent`] is `extent`
+    /// (computed once by the caller for a layout it reads many times).
+    #[inline(always)]
+    pub(crate) fn with_extent(
+        dtype: DType,
+        layout: &'a Layout,
+        extent: Option<(isize, isize)>,
+        data: &'a [u8],
+    ) -> Result<TensorRef<'a>, LayoutError> {
+        debug_assert_eq!(extent, layout.extent());
         let err = || LayoutError {
             layout: Box::new(layout.clone()),
             dtype,
@@ -138,7 +158,7 @@ impl<'a> TensorRef<'a> {
         if !(data.as_ptr() as usize).is_multiple_of(dtype.size()) {
             return Err(err());
         }
-        if let Some((lo, hi)) = layout.extent() {
+        if let Some((lo, hi)) = extent {
             let n_elems = (data.len() / dtype.size()) as isize;
             if lo < 0 || hi > n_elems {
                 return Err(err());

@@ -73,3 +73,38 @@ fn types_read_from_contents_are_recomputed() {
         assert_eq!(f32s(&out[0]), want, "repeats ({r0}, {r1})");
     }
 }
+
+/// Views (a transpose, and a slice with an offset) feeding reusable plans: a
+/// plan is reused only while its inputs' values are unchanged (the runtime
+/// compares their stamps first), so batch 1, 4, 1, ... never runs on a stale
+/// layout.
+#[test]
+fn plans_on_views_follow_changing_shapes() {
+    let mut b = GraphBuilder::new("views");
+    let x = b.input("x", DType::F32, shape!["batch", 4]);
+    let t = b.transpose(x, &[1, 0]).unwrap();
+    let two = b.const_f32(2.0).unwrap();
+    let a = b.mul(t, two).unwrap();
+    let s = b.slice(x, &[1], &[3], &[1], &[]).unwrap();
+    let one = b.const_f32(1.0).unwrap();
+    let c = b.add(s, one).unwrap();
+    b.output("a", a).unwrap();
+    b.output("c", c).unwrap();
+    let module = Module::new(lower(&b.finish().unwrap()).unwrap(), Options::interp()).unwrap();
+    let mut rt = module.runtime();
+    for batch in [1usize, 4, 1, 4, 4, 2, 1] {
+        let data: Vec<f32> = (0..batch * 4).map(|i| i as f32 - 3.0).collect();
+        let x = Tensor::from_vec(data.clone(), &[batch, 4]).unwrap();
+        let out = rt.run(&[x]).unwrap();
+        let want_a: Vec<f32> = (0..4 * batch)
+            .map(|i| data[(i % batch) * 4 + i / batch] * 2.0)
+            .collect();
+        let want_c: Vec<f32> = (0..batch * 2)
+            .map(|i| data[(i / 2) * 4 + 1 + i % 2] + 1.0)
+            .collect();
+        assert_eq!(out[0].shape(), &[4, batch], "batch {batch}");
+        assert_eq!(f32s(&out[0]), want_a, "batch {batch}");
+        assert_eq!(out[1].shape(), &[batch, 2], "batch {batch}");
+        assert_eq!(f32s(&out[1]), want_c, "batch {batch}");
+    }
+}

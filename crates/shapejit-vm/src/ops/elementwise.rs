@@ -105,6 +105,12 @@ fn map_kernel(op: &Op, inputs: &[TensorRef], out: &mut TensorMut, k: Unary) -> R
     ew::unary_kernel(&mut o, &a, k).map_err(kernel_err(op))
 }
 
+/// `a == b`, compared element by element (a slice compare calls `memcmp`,
+/// slow for the few dims of a tensor).
+fn same_dims(a: &[usize], b: &[usize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 fn map2<A: Element, O: Element>(
     op: &Op,
     inputs: &[TensorRef],
@@ -115,8 +121,8 @@ fn map2<A: Element, O: Element>(
     // element (shapes were checked when the output type was computed).
     if let [a, b] = inputs
         && let (Some(xa), Some(xb)) = (a.contiguous_elems::<A>(), b.contiguous_elems::<A>())
-        && (a.shape() == out.shape || xa.len() == 1)
-        && (b.shape() == out.shape || xb.len() == 1)
+        && (xa.len() == 1 || same_dims(a.shape(), out.shape))
+        && (xb.len() == 1 || same_dims(b.shape(), out.shape))
         && let Some(dst) = out.elems_mut::<O>()
     {
         return ew::binary_slices(dst, xa, xb, f).map_err(kernel_err(op));

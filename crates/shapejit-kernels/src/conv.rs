@@ -22,8 +22,7 @@ use crate::error::KernelError;
 use crate::matmul::matmul;
 use crate::packed::Activation;
 use crate::packed::{
-    Bias, Epilogue, NR, PackedA, PackedPart, PackedRef, matmul_packed_epilogue,
-    matmul_prepacked_step,
+    Bias, Epilogue, NR, PackedA, PackedPart, PackedRef, matmul_packed_epilogue, matmul_prepacked,
 };
 use crate::simd::vector::{Scalar, Simd};
 use crate::view::{StridedShape, View, ViewMut};
@@ -327,7 +326,7 @@ pub fn conv2d(
                         rows: rows.clone(),
                         cols: 0..k,
                     };
-                    matmul_prepacked_step(dst, part, packed, 1.0, epilogue, false)?
+                    matmul_prepacked(dst, part, packed, 1.0, epilogue)?
                 }
                 None => matmul_packed_epilogue(dst, &wg, packed, 1.0, epilogue)?,
             }

@@ -303,18 +303,16 @@ pub fn matmul_packed_step(
     drive(out, shape[0], left, kernel, b, alpha, epilogue, accumulate)
 }
 
-/// [`matmul_packed_step`] with the left operand packed ahead: `out[..m·n] =
-/// act(alpha · a[rows, cols] @ b + bias)` (continuing `out`'s sums when
-/// `accumulate`; `m = rows.len()`, the bias per row of `out`), `cols` starting at
-/// a multiple of [`KC`] and `b.k` long. Bit for bit the product with `a`'s view
-/// (the same fma order for any row range).
-pub fn matmul_prepacked_step(
+/// [`matmul_packed_epilogue`] with the left operand packed ahead: `out[..m·n] =
+/// act(alpha · a[rows, cols] @ b + bias)` (`m = rows.len()`, the bias per row of
+/// `out`), `cols` starting at a multiple of [`KC`] and `b.k` long. Bit for bit
+/// the product with `a`'s view (the same fma order for any row range).
+pub fn matmul_prepacked(
     out: &mut [f32],
     a: PackedPart,
     b: PackedRef,
     alpha: f32,
     epilogue: Epilogue,
-    accumulate: bool,
 ) -> Result<(), KernelError> {
     let PackedPart { a, rows, cols } = a;
     let fits = rows.start <= rows.end && rows.end <= a.m;
@@ -338,11 +336,11 @@ pub fn matmul_prepacked_step(
         b,
         alpha,
         epilogue,
-        accumulate,
+        false,
     )
 }
 
-/// The rows and columns of a [`PackedA`] that [`matmul_prepacked_step`] multiplies.
+/// The rows and columns of a [`PackedA`] that [`matmul_prepacked`] multiplies.
 #[derive(Clone, Debug)]
 pub struct PackedPart<'a> {
     /// the packed matrix
@@ -552,7 +550,7 @@ fn packed_a_operand(data: &[f32], start: usize, first: isize, k0: usize, kc: usi
 
 /// An `[m, k]` left operand (a convolution's weights) packed once: every `(KC
 /// column block, MC row block)` in [`pack_a_block`]'s layout, the column blocks
-/// one after another. [`matmul_prepacked_step`] reads it as the per-call packing
+/// one after another. [`matmul_prepacked`] reads it as the per-call packing
 /// would have, so the product is bit-identical to the unpacked one.
 #[derive(Clone, Debug)]
 pub struct PackedA {

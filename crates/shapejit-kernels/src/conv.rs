@@ -26,7 +26,6 @@ use crate::packed::{
 };
 use crate::simd::vector::{Scalar, Simd};
 use crate::view::{StridedShape, View, ViewMut};
-use std::ops::Range;
 
 mod direct;
 
@@ -85,15 +84,12 @@ pub fn conv2d_scratch_len(
     win: &Window,
     input: [usize; 2],
 ) -> usize {
-    if !takes_gemm(c_out_per_group, win.kernel) {
-        let taps = c_in_per_group
-            .saturating_mul(win.kernel[0])
-            .saturating_mul(win.kernel[1]);
-        return direct::Planes::new(win, input).conv_scratch_len(c_in_per_group, taps);
-    }
     let k = c_in_per_group
         .saturating_mul(win.kernel[0])
         .saturating_mul(win.kernel[1]);
+    if !takes_gemm(c_out_per_group, win.kernel) {
+        return direct::Planes::new(win, input).conv_scratch_len(c_in_per_group, k);
+    }
     let p = win.out[0].saturating_mul(win.out[1]);
     // the patch matrix, packed, and the padded input it is unrolled from
     PackedRef::len_for(k, p).saturating_add(padded_len(c_in_per_group, win, input))
@@ -276,6 +272,8 @@ pub fn conv2d(
                 "conv scratch of {need} elements: the direct path addresses at most 2^32"
             )));
         }
+        let (work, table) = col.split_at_mut(planes.scratch_len(cg, direct::CHANNEL_BLOCK));
+        let offsets = direct::tap_offsets(table, &planes, win, cg);
         for (idx, group_out) in out.chunks_exact_mut(mg * p).enumerate() {
             let (img, grp) = (idx / groups, idx % groups);
             let base = g.offset + img as isize * g.xs[0] + (grp * cg) as isize * g.xs[1];
@@ -284,7 +282,7 @@ pub fn conv2d(
                 bias: bias.map(|b| &b[grp * mg..(grp + 1) * mg]),
                 activation,
             };
-            direct::conv_group(group_out, &g, base, &planes, col, &channels);
+            direct::conv_group(group_out, &g, base, &planes, work, offsets, &channels);
         }
         return Ok(());
     }
@@ -316,7 +314,7 @@ pub fn conv2d(
                 let geom = StridedShape::new(&[cg, p], &[g.xs[1], g.xs[3]], base as usize)?;
                 PackedRef::pack_into(&View::new(g.data, geom)?, col)?
             } else {
-                im2col_at_level(crate::cpu::level(), col, &g, base, 0..k, p);
+                im2col_at_level(crate::cpu::level(), col, &g, base, p);
                 PackedRef::from_panels(k, p, col)?
             };
             match &packed_w {
@@ -324,7 +322,6 @@ pub fn conv2d(
                     let part = PackedPart {
                         a,
                         rows: rows.clone(),
-                        cols: 0..k,
                     };
                     matmul_prepacked(dst, part, packed, 1.0, epilogue)?
                 }
@@ -348,44 +345,37 @@ struct ConvGeom<'a> {
 /// [`im2col_panels`] compiled for `level`: an explicit `#[target_feature]`
 /// function per level, because a closure handed to `simd::dispatch` that is
 /// too big to inline keeps the baseline target and runs unvectorized.
-fn im2col_at_level(
-    level: Level,
-    col: &mut [f32],
-    g: &ConvGeom,
-    base: isize,
-    rows: Range<usize>,
-    p: usize,
-) {
+fn im2col_at_level(level: Level, col: &mut [f32], g: &ConvGeom, base: isize, p: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use crate::simd::vector::{Avx2, Avx512};
         #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
-        unsafe fn avx512(col: &mut [f32], g: &ConvGeom, base: isize, r: Range<usize>, p: usize) {
+        unsafe fn avx512(col: &mut [f32], g: &ConvGeom, base: isize, p: usize) {
             // SAFETY: called only where the CPU has AVX-512 (below).
-            im2col_panels(unsafe { Avx512::new() }, col, g, base, r, p)
+            im2col_panels(unsafe { Avx512::new() }, col, g, base, p)
         }
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2(col: &mut [f32], g: &ConvGeom, base: isize, r: Range<usize>, p: usize) {
+        unsafe fn avx2(col: &mut [f32], g: &ConvGeom, base: isize, p: usize) {
             // SAFETY: called only where the CPU has AVX2 and FMA (below).
-            im2col_panels(unsafe { Avx2::new() }, col, g, base, r, p)
+            im2col_panels(unsafe { Avx2::new() }, col, g, base, p)
         }
         match level.capped() {
             // SAFETY: `capped` never exceeds the CPU's level.
-            Level::Avx512 => return unsafe { avx512(col, g, base, rows, p) },
+            Level::Avx512 => return unsafe { avx512(col, g, base, p) },
             // SAFETY: as above.
-            Level::Avx2 => return unsafe { avx2(col, g, base, rows, p) },
+            Level::Avx2 => return unsafe { avx2(col, g, base, p) },
             Level::Scalar => {}
         }
     }
-    im2col_panels(Scalar, col, g, base, rows, p)
+    im2col_panels(Scalar, col, g, base, p)
 }
 
-/// Unrolls rows `rows` (of `Cg·kH·kW`) of the patch matrix of one image's channel
-/// group into packed panels (`[rows.len(), OH·OW]` in [`PackedRef`]'s layout: row
-/// `r`, output position `q` at `((q / NR)·k + r)·NR + q % NR`, `k = rows.len()`);
-/// padded cells and the last panel's padding columns are 0.
+/// Unrolls the patch matrix of one image's channel group into packed panels
+/// (`[k, OH·OW]`, `k = Cg·kH·kW`, in [`PackedRef`]'s layout: row `r`, output
+/// position `q` at `((q / NR)·k + r)·NR + q % NR`); padded cells and the last
+/// panel's padding columns are 0.
 ///
-/// The chunk's input channels are first copied into `col` past the panels with
+/// The group's input channels are first copied into `col` past the panels with
 /// their padding as zeros, each padded row split into `sW` phases (columns
 /// `t·sW + ρ` for phase `ρ`), so the inputs of consecutive output columns at any
 /// tap are consecutive floats at any stride. Then, panel by panel, each vector of
@@ -394,32 +384,23 @@ fn im2col_at_level(
 /// the panels are written sequentially, and no load is masked except an output
 /// row's last partial vector (masked loads and stores are slow on some CPUs).
 #[inline(always)]
-fn im2col_panels<S: Simd>(
-    s: S,
-    col: &mut [f32],
-    g: &ConvGeom,
-    base: isize,
-    rows: Range<usize>,
-    p: usize,
-) {
-    let k = rows.len();
+fn im2col_panels<S: Simd>(s: S, col: &mut [f32], g: &ConvGeom, base: isize, p: usize) {
+    let win = g.win;
+    let ([kh, kw], [dh, dw], [oh, ow]) = (win.kernel, win.dilations, win.out);
+    let k = g.cg * kh * kw;
     let (panels, padded) = col.split_at_mut(PackedRef::len_for(k, p));
     panels[p / NR * k * NR..].fill(0.0);
     if k == 0 {
         return;
     }
-    let win = g.win;
-    let ([kh, kw], [dh, dw], [oh, ow]) = (win.kernel, win.dilations, win.out);
     let [sh, sw] = win.strides;
     let [ph, pw] = padded_size(win, g.size);
     let pq = pw.div_ceil(sw);
-    let c0 = rows.start / (kh * kw);
-    let channels = (rows.end - 1) / (kh * kw) + 1 - c0;
     // every tap of every output position lies in the padded plane
     assert!((oh - 1) * sh + (kh - 1) * dh < ph && (ow - 1) * sw + (kw - 1) * dw < pw);
     assert!(S::LANES <= NR && panels.len() >= p.div_ceil(NR) * k * NR);
-    let padded = &mut padded[..channels * ph * sw * pq];
-    pad_phases(s, padded, g, base + c0 as isize * g.xs[1], [ph, pq]);
+    let padded = &mut padded[..g.cg * ph * sw * pq];
+    pad_phases(s, padded, g, base, [ph, pq]);
     let (src, out) = (padded.as_ptr(), panels.as_mut_ptr());
     for oy in 0..oh {
         let mut x0 = 0;
@@ -428,7 +409,7 @@ fn im2col_panels<S: Simd>(
             let q = oy * ow + x0;
             let (panel, col) = (q / NR, q % NR);
             let first = n.min(NR - col);
-            let (mut c, mut i, mut j) = (0, rows.start / kw % kh, rows.start % kw);
+            let (mut c, mut i, mut j) = (0, 0, 0);
             for r in 0..k {
                 // (no divisions at stride 1, the common case)
                 let (phase, shift) = match sw {

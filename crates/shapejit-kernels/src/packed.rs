@@ -304,9 +304,9 @@ pub fn matmul_packed_step(
 }
 
 /// [`matmul_packed_epilogue`] with the left operand packed ahead: `out[..m·n] =
-/// act(alpha · a[rows, cols] @ b + bias)` (`m = rows.len()`, the bias per row of
-/// `out`), `cols` starting at a multiple of [`KC`] and `b.k` long. Bit for bit
-/// the product with `a`'s view (the same fma order for any row range).
+/// act(alpha · a[rows, ..] @ b + bias)` (`m = rows.len()`, the bias per row of
+/// `out`; `a` has `b.k` columns). Bit for bit the product with `a`'s view (the
+/// same fma order for any row range).
 pub fn matmul_prepacked(
     out: &mut [f32],
     a: PackedPart,
@@ -314,18 +314,17 @@ pub fn matmul_prepacked(
     alpha: f32,
     epilogue: Epilogue,
 ) -> Result<(), KernelError> {
-    let PackedPart { a, rows, cols } = a;
+    let PackedPart { a, rows } = a;
     let fits = rows.start <= rows.end && rows.end <= a.m;
-    if !fits || cols.end > a.k || cols.len() != b.k || !cols.start.is_multiple_of(KC) {
+    if !fits || a.k != b.k {
         return Err(KernelError::ShapeMismatch {
             what: "prepacked matmul a",
             expected: vec![a.m, b.k],
-            actual: vec![rows.len(), cols.len()],
+            actual: vec![rows.len(), a.k],
         });
     }
     let left = Left::Prepacked {
         a,
-        k0: cols.start,
         row0: rows.start,
     };
     drive(
@@ -340,15 +339,13 @@ pub fn matmul_prepacked(
     )
 }
 
-/// The rows and columns of a [`PackedA`] that [`matmul_prepacked`] multiplies.
+/// The rows of a [`PackedA`] that [`matmul_prepacked`] multiplies.
 #[derive(Clone, Debug)]
 pub struct PackedPart<'a> {
     /// the packed matrix
     pub a: &'a PackedA,
     /// its rows in the product (the output's rows, in order)
     pub rows: std::ops::Range<usize>,
-    /// its columns in the product (`b`'s rows)
-    pub cols: std::ops::Range<usize>,
 }
 
 /// Where the register blocks read `a` from.
@@ -357,12 +354,8 @@ enum Left<'a> {
     InPlace(Operand<'a>),
     /// the view, each `MC × KC` block copied to [`A_BLOCK`] first
     PackPerCall(Operand<'a>),
-    /// a [`PackedA`], from its row `row0` and column `k0` on
-    Prepacked {
-        a: &'a PackedA,
-        k0: usize,
-        row0: usize,
-    },
+    /// a [`PackedA`], from its row `row0` on
+    Prepacked { a: &'a PackedA, row0: usize },
 }
 
 /// The blocked product behind both entry points: `m` rows of `a` as `left`
@@ -488,9 +481,7 @@ fn drive(
                     pack_a_block(a, ic, rows_in_block, pc, kc, scratch);
                     tiles(Some((&scratch[..], 0)))
                 }),
-                Left::Prepacked { a, k0, .. } => {
-                    tiles(Some((&a.data[..], a.block_start(k0 + pc, ic))))
-                }
+                Left::Prepacked { a, .. } => tiles(Some((&a.data[..], a.block_start(pc, ic)))),
             }
         }
     }

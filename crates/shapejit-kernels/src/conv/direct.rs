@@ -116,8 +116,8 @@ impl Planes {
     }
 
     /// Scratch floats [`conv_group`] needs for `cg` channels and `taps` taps
-    /// (`cg · kH · kW`): the planes, [`CHANNEL_BLOCK`] output planes and the
-    /// tap offsets.
+    /// (`cg · kH · kW`): the planes and [`CHANNEL_BLOCK`] output planes, then
+    /// the tap offsets.
     pub(super) fn conv_scratch_len(&self, cg: usize, taps: usize) -> usize {
         self.scratch_len(cg, CHANNEL_BLOCK).saturating_add(taps)
     }
@@ -232,19 +232,19 @@ pub(super) struct Channels<'a> {
 
 /// Computes the output planes `out` (`M` planes of `OH·OW` floats) of the
 /// channels `ch`, all reading the group at `base`; `scratch` holds
-/// [`Planes::conv_scratch_len`]`(g.cg, taps)` floats.
+/// [`Planes::scratch_len`]`(g.cg, CHANNEL_BLOCK)` floats, `offsets` the
+/// group's [`tap_offsets`].
 pub(super) fn conv_group(
     out: &mut [f32],
     g: &ConvGeom,
     base: isize,
     pl: &Planes,
     scratch: &mut [f32],
+    offsets: &[f32],
     ch: &Channels,
 ) {
-    let (planes, rest) = scratch.split_at_mut(pl.scratch_len(g.cg, 0));
-    let (sums, offsets) = rest.split_at_mut(CHANNEL_BLOCK * pl.n_q);
+    let (planes, sums) = scratch.split_at_mut(pl.scratch_len(g.cg, 0));
     fill_at_level(cpu::level(), planes, pl, g, base, 0.0);
-    let offsets = tap_offsets(offsets, pl, g.win, g.cg);
     let taps = Taps { planes, offsets };
     let [oh, ow] = g.win.out;
     let m = out.len() / (oh * ow);
@@ -258,8 +258,14 @@ pub(super) fn conv_group(
 
 /// Writes into `table` the offset in the planes of every tap `(c, i, j)`, in
 /// that order, as `u32` bits (the planes are checked to be addressable so by
-/// [`Planes::conv_scratch_len`]'s caller), and returns the written part.
-fn tap_offsets<'t>(table: &'t mut [f32], pl: &Planes, win: &Window, cg: usize) -> &'t [f32] {
+/// [`Planes::conv_scratch_len`]'s caller), and returns the written part: the
+/// same for every group and image of a convolution.
+pub(super) fn tap_offsets<'t>(
+    table: &'t mut [f32],
+    pl: &Planes,
+    win: &Window,
+    cg: usize,
+) -> &'t [f32] {
     let ([kh, kw], [dh, dw]) = (win.kernel, win.dilations);
     let [sh, sw] = pl.strides;
     let table = &mut table[..cg * kh * kw];

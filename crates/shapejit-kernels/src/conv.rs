@@ -157,8 +157,8 @@ impl PackedConvWeights {
     pub fn pack(w: &[f32], shape: [usize; 4], groups: usize) -> Option<PackedConvWeights> {
         let [c_out, cg, kh, kw] = shape;
         let mg = c_out.checked_div(groups)?;
-        let k = cg * kh * kw;
-        if !takes_gemm(mg, [kh, kw]) || mg * groups != c_out || k * c_out != w.len() {
+        let k = cg.checked_mul(kh)?.checked_mul(kw)?;
+        if !takes_gemm(mg, [kh, kw]) || mg * groups != c_out || k.checked_mul(c_out)? != w.len() {
             return None;
         }
         let groups = (0..groups)

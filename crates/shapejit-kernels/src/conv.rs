@@ -1,7 +1,9 @@
-//! 2-D convolution (direct, or im2col + GEMM for 1×1 windows), transposed
-//! convolution (GEMM + col2im) and max/average pooling, NCHW.
+//! 2-D convolution (direct, Winograd F(2×2, 3×3), or im2col + GEMM for 1×1
+//! windows), transposed convolution (GEMM + col2im) and max/average pooling, NCHW.
 //!
-//! conv2d ([`takes_gemm`] chooses): k×k windows, and groups of fewer than
+//! conv2d ([`takes_gemm`] chooses): 3×3 windows at stride 1 whose weights are
+//! packed for it run on Winograd F(2×2, 3×3) (`winograd`, [`takes_winograd`]);
+//! other k×k windows, and groups of fewer than
 //! [`GEMM_MIN_CHANNELS`] output channels, run on the direct path (`direct`):
 //! the group's input rearranged into phase planes of the padded input, four
 //! output channels at a time summed over every tap, bias and activation
@@ -28,6 +30,9 @@ use crate::simd::vector::{Scalar, Simd};
 use crate::view::{StridedShape, View, ViewMut};
 
 mod direct;
+mod winograd;
+
+pub use winograd::{WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_OUTPUTS};
 
 /// Window geometry shared by conv and pools (all sizes already validated
 /// by the caller: output sizes follow from the others).
@@ -74,10 +79,21 @@ pub fn takes_gemm(c_out_per_group: usize, kernel: [usize; 2]) -> bool {
     c_out_per_group >= GEMM_MIN_CHANNELS && kernel == [1, 1]
 }
 
+/// Whether [`conv2d`] runs a convolution with this window and `c_in_per_group`
+/// input channels per group on Winograd F(2×2, 3×3) when its weights are packed
+/// ahead ([`PackedConvWeights`], which packs them so for at least
+/// [`WINOGRAD_MIN_OUTPUTS`] output channels per group): 3×3 windows at stride 1
+/// and dilation 1 with at least [`WINOGRAD_MIN_CHANNELS`] input channels per
+/// group. A call on some of the channels takes it too (any range).
+pub fn takes_winograd(c_in_per_group: usize, win: &Window) -> bool {
+    winograd::applies(c_in_per_group, win.kernel, win.strides, win.dilations)
+}
+
 /// Scratch elements [`conv2d`] needs for weights `[C_out, C_in/groups, kH, kW]`
 /// (`c_out_per_group = C_out/groups`) on an `input` (H, W) image: one image's
 /// patch matrix, packed, and the group's input with its padding, or for the direct
-/// path one group's phase planes; saturates instead of overflowing.
+/// path one group's phase planes (where [`takes_winograd`], also enough for
+/// Winograd's planes and matrices); saturates instead of overflowing.
 pub fn conv2d_scratch_len(
     c_in_per_group: usize,
     c_out_per_group: usize,
@@ -88,7 +104,13 @@ pub fn conv2d_scratch_len(
         .saturating_mul(win.kernel[0])
         .saturating_mul(win.kernel[1]);
     if !takes_gemm(c_out_per_group, win.kernel) {
-        return direct::Planes::new(win, input).conv_scratch_len(c_in_per_group, k);
+        let direct = direct::Planes::new(win, input).conv_scratch_len(c_in_per_group, k);
+        if !takes_winograd(c_in_per_group, win) {
+            return direct;
+        }
+        // Winograd, and the direct path for an image whose products are not finite
+        let tiles = winograd::Tiles::new(win, input, c_in_per_group, c_out_per_group);
+        return direct.max(tiles.scratch_len(c_in_per_group));
     }
     let p = win.out[0].saturating_mul(win.out[1]);
     // the patch matrix, packed, and the padded input it is unrolled from
@@ -132,9 +154,9 @@ pub struct ConvParams<'a> {
 /// channels: `w` holds channels `first .. first + C_out` of the packed weights
 /// ([`PackedConvWeights::pack`] of the whole weights, same groups; `first` is 0
 /// unless there is one group). Each output channel is then bit-identical to the
-/// whole convolution's, as long as the call keeps at least [`GEMM_MIN_CHANNELS`]
-/// channels per group (fewer take the direct path); used only where
-/// [`takes_gemm`].
+/// whole convolution's: on the GEMM path as long as the call keeps at least
+/// [`GEMM_MIN_CHANNELS`] channels per group (fewer take the direct path), on
+/// Winograd F(2×2, 3×3) for any range.
 #[derive(Clone, Copy, Debug)]
 pub struct PackedChannels<'a> {
     /// the whole weights, packed
@@ -143,44 +165,89 @@ pub struct PackedChannels<'a> {
     pub first: usize,
 }
 
-/// A convolution's constant weights packed once as the GEMM path's left operand:
-/// one [`PackedA`] `[C_out/groups, C_in/groups · kH · kW]` per group.
+/// A convolution's constant weights packed once: for the GEMM path ([`takes_gemm`])
+/// one [`PackedA`] `[C_out/groups, C_in/groups · kH · kW]` per group; for Winograd
+/// F(2×2, 3×3) ([`takes_winograd`]) the 16 transformed `[C_out/groups,
+/// C_in/groups]` matrices per group.
 #[derive(Clone, Debug)]
 pub struct PackedConvWeights {
-    groups: Vec<PackedA>,
+    form: Packed,
+}
+
+#[derive(Clone, Debug)]
+enum Packed {
+    Gemm(Vec<PackedA>),
+    Winograd(Vec<Vec<PackedA>>),
 }
 
 impl PackedConvWeights {
     /// Packs contiguous `[C_out, C_in/groups, kH, kW]` weights (`w`) of a
-    /// convolution with `groups` groups; `None` where the convolution takes the
-    /// direct path (not [`takes_gemm`]) or the sizes do not match.
-    pub fn pack(w: &[f32], shape: [usize; 4], groups: usize) -> Option<PackedConvWeights> {
+    /// convolution with `groups` groups, `strides` and `dilations`; `None` where
+    /// the convolution takes neither the GEMM path nor Winograd, the sizes do not
+    /// match, or a Winograd-transformed weight is not finite.
+    pub fn pack(
+        w: &[f32],
+        shape: [usize; 4],
+        groups: usize,
+        strides: [usize; 2],
+        dilations: [usize; 2],
+    ) -> Option<PackedConvWeights> {
         let [c_out, cg, kh, kw] = shape;
         let mg = c_out.checked_div(groups)?;
         let k = cg.checked_mul(kh)?.checked_mul(kw)?;
-        if !takes_gemm(mg, [kh, kw]) || mg * groups != c_out || k.checked_mul(c_out)? != w.len() {
+        if mg * groups != c_out || k.checked_mul(c_out)? != w.len() {
             return None;
         }
-        let groups = (0..groups)
-            .map(|g| {
-                let geom = StridedShape::new(&[mg, k], &[k as isize, 1], g * mg * k).ok()?;
-                PackedA::pack(&View::new(w, geom).ok()?).ok()
-            })
-            .collect::<Option<Vec<_>>>()?;
-        Some(PackedConvWeights { groups })
+        let form = if winograd::applies(cg, [kh, kw], strides, dilations)
+            && mg >= WINOGRAD_MIN_OUTPUTS
+        {
+            Packed::Winograd(winograd::transform_weights(w, [c_out, cg], groups)?)
+        } else if takes_gemm(mg, [kh, kw]) {
+            let groups = (0..groups)
+                .map(|g| {
+                    let geom = StridedShape::new(&[mg, k], &[k as isize, 1], g * mg * k).ok()?;
+                    PackedA::pack(&View::new(w, geom).ok()?).ok()
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Packed::Gemm(groups)
+        } else {
+            return None;
+        };
+        Some(PackedConvWeights { form })
     }
 
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        self.groups.iter().map(PackedA::bytes).sum()
+        match &self.form {
+            Packed::Gemm(groups) => groups.iter().map(PackedA::bytes).sum(),
+            Packed::Winograd(groups) => groups.iter().flatten().map(PackedA::bytes).sum(),
+        }
     }
 
-    /// Rows `first .. first + mg` of group `g`'s weights, if they have them and
-    /// `k` columns.
+    /// Whether the weights are packed for Winograd F(2×2, 3×3).
+    pub fn is_winograd(&self) -> bool {
+        matches!(self.form, Packed::Winograd(_))
+    }
+
+    /// Rows `first .. first + mg` of group `g`'s GEMM weights, if they have them
+    /// and `k` columns.
     fn group(&self, g: usize, first: usize, mg: usize, k: usize) -> Option<&PackedA> {
-        self.groups
-            .get(g)
-            .filter(|a| a.m() >= first + mg && a.k() == k)
+        let Packed::Gemm(groups) = &self.form else {
+            return None;
+        };
+        groups.get(g).filter(|a| a.m() >= first + mg && a.k() == k)
+    }
+
+    /// Group `g`'s 16 Winograd matrices, if they have rows `first .. first + mg`
+    /// and `cg` columns.
+    fn winograd(&self, g: usize, first: usize, mg: usize, cg: usize) -> Option<&[PackedA]> {
+        let Packed::Winograd(groups) = &self.form else {
+            return None;
+        };
+        let u = groups.get(g)?;
+        u.iter()
+            .all(|a| a.m() >= first + mg && a.k() == cg)
+            .then_some(&u[..])
     }
 }
 
@@ -190,14 +257,15 @@ impl PackedConvWeights {
 /// `w` is contiguous `[C_out, C_in/groups, kH, kW]`; `out` contiguous
 /// `[N, C_out, OH, OW]`; `col` holds at least [`conv2d_scratch_len`] elements.
 ///
-/// Groups with at least [`GEMM_MIN_CHANNELS`] output channels run as one
-/// product per image and group, `out[Mg, P] = w_g[Mg, K] · col[K, P]` on the
-/// packed micro-kernel ([`crate::packed`]), the bias added in its epilogue and
-/// the result written straight into the NCHW output: `col` is the image's
-/// patch matrix unrolled directly into packed panels (or, for a 1×1 stride-1
-/// unpadded conv, the input channels packed as they are). Smaller groups
-/// (depthwise) accumulate each output plane directly, tap by tap, along
-/// contiguous output rows.
+/// 1×1 windows with at least [`GEMM_MIN_CHANNELS`] output channels per group
+/// run as one product per image and group, `out[Mg, P] = w_g[Mg, K] · col[K,
+/// P]` on the packed micro-kernel ([`crate::packed`]), the bias added in its
+/// epilogue and the result written straight into the NCHW output: `col` is the
+/// image's patch matrix unrolled directly into packed panels (or, for a 1×1
+/// stride-1 unpadded conv, the input channels packed as they are). 3×3 windows
+/// at stride 1 with weights packed for Winograd ([`takes_winograd`]) run on it
+/// (an image whose products are not finite on the direct path). Everything else
+/// accumulates each output on the direct path, tap by tap.
 pub fn conv2d(
     out: &mut [f32],
     x: &View<f32>,
@@ -272,8 +340,11 @@ pub fn conv2d(
                 "conv scratch of {need} elements: the direct path addresses at most 2^32"
             )));
         }
-        let (work, table) = col.split_at_mut(planes.scratch_len(cg, direct::CHANNEL_BLOCK));
-        let offsets = direct::tap_offsets(table, &planes, win, cg);
+        let winograd = packed.filter(|p| takes_winograd(cg, win) && p.weights.is_winograd());
+        let tiles = winograd.map(|_| winograd::Tiles::new(win, [h, wd], cg, mg));
+        let split = planes.scratch_len(cg, direct::CHANNEL_BLOCK);
+        // tap offsets once per call where no Winograd group reuses the scratch
+        let mut offsets_ready = false;
         for (idx, group_out) in out.chunks_exact_mut(mg * p).enumerate() {
             let (img, grp) = (idx / groups, idx % groups);
             let base = g.offset + img as isize * g.xs[0] + (grp * cg) as isize * g.xs[1];
@@ -282,6 +353,28 @@ pub fn conv2d(
                 bias: bias.map(|b| &b[grp * mg..(grp + 1) * mg]),
                 activation,
             };
+            let transformed = winograd.zip(tiles.as_ref()).and_then(|(p, tiles)| {
+                Some((p.weights.winograd(grp, p.first, mg, cg)?, p.first, tiles))
+            });
+            if let Some((u, first, tiles)) = transformed {
+                let transformed = winograd::Channels {
+                    u,
+                    rows: first..first + mg,
+                    bias: channels.bias,
+                    activation,
+                };
+                if winograd::conv_group(group_out, &g, base, tiles, col, &transformed)? {
+                    continue;
+                }
+                // not finite: the direct path's semantics, on the scratch Winograd used
+                offsets_ready = false;
+            }
+            let (work, table) = col.split_at_mut(split);
+            if !offsets_ready {
+                direct::tap_offsets(table, &planes, win, cg);
+                offsets_ready = true;
+            }
+            let offsets = &table[..cg * kh * kw];
             direct::conv_group(group_out, &g, base, &planes, work, offsets, &channels);
         }
         return Ok(());

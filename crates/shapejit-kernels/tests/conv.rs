@@ -9,8 +9,9 @@ mod support;
 
 use shapejit_kernels::View;
 use shapejit_kernels::conv::{
-    ConvParams, GEMM_MIN_CHANNELS, PackedChannels, PackedConvWeights, Pool, Window, conv2d,
-    conv2d_scratch_len, pool2d, pool2d_scratch_len, takes_gemm,
+    ConvParams, GEMM_MIN_CHANNELS, PackedChannels, PackedConvWeights, Pool, WINOGRAD_MIN_CHANNELS,
+    WINOGRAD_MIN_OUTPUTS, Window, conv2d, conv2d_scratch_len, pool2d, pool2d_scratch_len,
+    takes_gemm, takes_winograd,
 };
 use shapejit_kernels::packed::Activation;
 
@@ -84,7 +85,7 @@ fn check_conv(case: &Case) {
         packed: None,
     };
     conv2d(&mut out, &xv, &params, &win, &mut col).unwrap();
-    assert_prepacked_is_identical(&out, &xv, &params, &win, &mut col);
+    let winograd = check_prepacked(&out, &xv, &params, &win, &mut col);
     // the same input with H and W swapped in memory (a strided view whose rows
     // are not contiguous): the same bits
     let mut xt = vec![0f32; x.len()];
@@ -123,6 +124,19 @@ fn check_conv(case: &Case) {
         let want: Vec<u32> = out.iter().map(|&v| act.apply(v).to_bits()).collect();
         let got: Vec<u32> = fused.iter().map(|v| v.to_bits()).collect();
         assert!(got == want, "{act:?} g{groups} k{kh}x{kw}");
+        if let Some((packed, unfused)) = &winograd {
+            let params = ConvParams {
+                packed: Some(PackedChannels {
+                    weights: packed,
+                    first: 0,
+                }),
+                ..params
+            };
+            conv2d(&mut fused, &xv, &params, &win, &mut col).unwrap();
+            let want: Vec<u32> = unfused.iter().map(|&v| act.apply(v).to_bits()).collect();
+            let got: Vec<u32> = fused.iter().map(|v| v.to_bits()).collect();
+            assert!(got == want, "winograd {act:?} g{groups}");
+        }
     }
     for img in 0..n {
         for m in 0..c_out {
@@ -148,7 +162,8 @@ fn check_conv(case: &Case) {
                             }
                         }
                     }
-                    let got = out[((img * c_out + m) * oh + oy) * ow + ox] as f64;
+                    let at = ((img * c_out + m) * oh + oy) * ow + ox;
+                    let got = out[at] as f64;
                     assert!(
                         (got - want).abs() <= 1e-6 * mag,
                         "n{n} c{c_in}->{c_out} g{groups} k{kh}x{kw} s{:?} p{:?} d{:?}: \
@@ -157,41 +172,64 @@ fn check_conv(case: &Case) {
                         win.pads,
                         win.dilations
                     );
+                    // Winograd's transforms add a few roundings per term
+                    if let Some((_, wino)) = &winograd {
+                        let got = wino[at] as f64;
+                        assert!(
+                            (got - want).abs() <= WINOGRAD_TOLERANCE * mag,
+                            "winograd n{n} c{c_in}->{c_out} g{groups} p{:?} {oh}x{ow}: \
+                             [{img},{m},{oy},{ox}] = {got}, want {want}",
+                            win.pads,
+                        );
+                    }
                 }
             }
         }
     }
 }
 
-/// The weights packed ahead (`PackedConvWeights`) give `want`'s bits; they are
-/// packed exactly where the GEMM path runs (4 or more channels per group).
-fn assert_prepacked_is_identical(
+/// Winograd's error bound relative to `Σ |x·w|` (1e-6 for the other paths): the
+/// transforms add and subtract up to 4 inputs, weights and products per term.
+const WINOGRAD_TOLERANCE: f64 = 1e-5;
+
+/// The weights packed ahead (`PackedConvWeights`): packed exactly where the GEMM
+/// path (4 or more channels per group) or Winograd runs; on the GEMM path they
+/// give `want`'s bits; for Winograd the weights and their output are returned.
+fn check_prepacked(
     want: &[f32],
     x: &View<f32>,
     params: &ConvParams,
     win: &Window,
     col: &mut [f32],
-) {
+) -> Option<(PackedConvWeights, Vec<f32>)> {
     let c_out = want.len() / (x.shape()[0] * win.out[0] * win.out[1]);
     let [kh, kw] = win.kernel;
     let cg = params.w.len() / (c_out * kh * kw);
-    let packed = PackedConvWeights::pack(params.w, [c_out, cg, kh, kw], params.groups);
+    let shape = [c_out, cg, kh, kw];
+    let packed =
+        PackedConvWeights::pack(params.w, shape, params.groups, win.strides, win.dilations);
+    let winograd = takes_winograd(cg, win) && c_out / params.groups >= WINOGRAD_MIN_OUTPUTS;
     assert_eq!(
         packed.is_some(),
-        takes_gemm(c_out / params.groups, win.kernel)
+        winograd || takes_gemm(c_out / params.groups, win.kernel)
     );
-    let Some(packed) = packed else { return };
+    let packed = packed?;
+    assert_eq!(packed.is_winograd(), winograd);
     let mut got = vec![f32::NAN; want.len()];
-    let params = ConvParams {
+    let with_packed = ConvParams {
         packed: Some(PackedChannels {
             weights: &packed,
             first: 0,
         }),
         ..*params
     };
-    conv2d(&mut got, x, &params, win, col).unwrap();
+    conv2d(&mut got, x, &with_packed, win, col).unwrap();
+    if winograd {
+        return Some((packed, got));
+    }
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert!(bits(&got) == bits(want), "prepacked weights differ");
+    None
 }
 
 /// 1×1 weights of several `KC` column blocks and `MC` row blocks, read in place
@@ -226,14 +264,14 @@ fn prepacked_weights_cover_every_block() {
         let p = out[0] * out[1];
         let mut whole = vec![f32::NAN; c_out * p];
         conv2d(&mut whole, &xv, &params, &win, &mut col).unwrap();
-        assert_prepacked_is_identical(&whole, &xv, &params, &win, &mut col);
+        check_prepacked(&whole, &xv, &params, &win, &mut col);
         if groups > 1 {
             continue;
         }
         // some of the channels (as a split across threads computes them): their
         // rows of the whole output, bit for bit, whether or not the range splits
         // a register or cache block
-        let packed = PackedConvWeights::pack(&w, [c_out, c_in, 1, 1], 1).unwrap();
+        let packed = PackedConvWeights::pack(&w, [c_out, c_in, 1, 1], 1, [1, 1], [1, 1]).unwrap();
         let k = c_in;
         for (lo, hi) in [(0, 4), (5, 17), (12, 100), (90, 99), (96, 100), (1, 5)] {
             let (lo, hi) = (lo.min(c_out), hi.min(c_out));
@@ -409,6 +447,165 @@ fn conv_on_a_large_input() {
         groups: 1,
         bias: true,
     });
+}
+
+/// Winograd F(2×2, 3×3) (3×3, stride 1, packed weights with at least
+/// `WINOGRAD_MIN_CHANNELS` input and `WINOGRAD_MIN_OUTPUTS` output channels per
+/// group) at output sizes of either parity from 1×1 to 40×3, several pads, one
+/// and two groups, against the naive loop.
+#[test]
+fn winograd_at_many_sizes() {
+    for (h, w) in [
+        (1, 1),
+        (1, 2),
+        (2, 1),
+        (3, 5),
+        (7, 7),
+        (16, 16),
+        (17, 33),
+        (40, 3),
+    ] {
+        for pads in [[1, 1, 1, 1], [0; 4], [2, 0, 1, 2]] {
+            if h + pads[0] + pads[2] < 3 || w + pads[1] + pads[3] < 3 {
+                continue;
+            }
+            for (c_in, c_out, groups) in [
+                (WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_OUTPUTS, 1),
+                (37, 71, 1),
+                (64, 130, 2),
+            ] {
+                check_conv(&Case {
+                    n: 2,
+                    c_in,
+                    c_out,
+                    hw: [h, w],
+                    kernel: [3, 3],
+                    strides: [1, 1],
+                    pads,
+                    dilations: [1, 1],
+                    groups,
+                    bias: c_out != 1,
+                });
+            }
+        }
+    }
+}
+
+/// Packed Winograd weights, the whole convolution, and the output of `w`'s
+/// channels `lo..hi` (as a split across threads computes them).
+fn winograd_run(
+    x: &View<f32>,
+    w: &[f32],
+    b: &[f32],
+    win: &Window,
+    range: (usize, usize),
+) -> Vec<f32> {
+    let [_, c_in, h, wd] = x.shape().try_into().unwrap();
+    let c_out = b.len();
+    let k = c_in * 9;
+    let packed = PackedConvWeights::pack(w, [c_out, c_in, 3, 3], 1, [1, 1], [1, 1]).unwrap();
+    assert!(packed.is_winograd());
+    let (lo, hi) = range;
+    let params = ConvParams {
+        w: &w[lo * k..hi * k],
+        bias: Some(&b[lo..hi]),
+        groups: 1,
+        activation: None,
+        packed: Some(PackedChannels {
+            weights: &packed,
+            first: lo,
+        }),
+    };
+    let mut col = vec![0f32; conv2d_scratch_len(c_in, hi - lo, win, [h, wd])];
+    let mut out = vec![f32::NAN; x.shape()[0] * (hi - lo) * win.out[0] * win.out[1]];
+    conv2d(&mut out, x, &params, win, &mut col).unwrap();
+    out
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// Winograd computes each output channel alone: any range of the channels
+/// gives the whole output's bits (over three chunks of tile rows).
+#[test]
+fn winograd_channel_ranges_are_identical() {
+    let (c_in, c_out, hw) = (40, 70, [60, 41]);
+    let win = Window {
+        kernel: [3, 3],
+        strides: [1, 1],
+        pads: [1; 4],
+        dilations: [1, 1],
+        out: hw,
+    };
+    let x = data(c_in * hw[0] * hw[1], 31);
+    let w = data(c_out * c_in * 9, 32);
+    let b = data(c_out, 33);
+    let xv = View::contiguous(&x, &[1, c_in, hw[0], hw[1]]).unwrap();
+    let whole = winograd_run(&xv, &w, &b, &win, (0, c_out));
+    let p = hw[0] * hw[1];
+    for (lo, hi) in [(0, 1), (1, 13), (12, 70), (64, 70), (69, 70)] {
+        let got = winograd_run(&xv, &w, &b, &win, (lo, hi));
+        assert!(
+            bits(&got) == bits(&whole[lo * p..hi * p]),
+            "channels {lo}..{hi}"
+        );
+    }
+}
+
+/// An infinite input turns Winograd's products into NaN where the direct sum
+/// is ±∞: that image is recomputed on the direct path (its bits, ONNX's
+/// semantics), the other image keeps Winograd; weights that transform to a
+/// value that is not finite are not packed.
+#[test]
+fn winograd_keeps_nonfinite_semantics() {
+    let (c_in, c_out, hw) = (WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_OUTPUTS, [6, 7]);
+    let win = Window {
+        kernel: [3, 3],
+        strides: [1, 1],
+        pads: [1; 4],
+        dilations: [1, 1],
+        out: hw,
+    };
+    let p = hw[0] * hw[1];
+    let mut x = data(2 * c_in * p, 41);
+    x[5] = f32::INFINITY;
+    x[2 * p + 20] = f32::NEG_INFINITY;
+    x[3 * p + 30] = f32::NAN;
+    let w = data(c_out * c_in * 9, 42);
+    let b = data(c_out, 43);
+    let xv = View::contiguous(&x, &[2, c_in, hw[0], hw[1]]).unwrap();
+    let direct = ConvParams {
+        w: &w,
+        bias: Some(&b),
+        groups: 1,
+        activation: None,
+        packed: None,
+    };
+    let mut col = vec![0f32; conv2d_scratch_len(c_in, c_out, &win, hw)];
+    let mut want = vec![f32::NAN; 2 * c_out * p];
+    conv2d(&mut want, &xv, &direct, &win, &mut col).unwrap();
+    let got = winograd_run(&xv, &w, &b, &win, (0, c_out));
+    let image = c_out * p;
+    assert!(want[..image].iter().any(|v| v.is_infinite()));
+    assert!(
+        bits(&got[..image]) == bits(&want[..image]),
+        "image 0: the direct path's bits"
+    );
+    for (g, d) in got[image..].iter().zip(&want[image..]) {
+        assert!(
+            g.is_finite() && (g - d).abs() <= 1e-4,
+            "image 1: {g} vs {d}"
+        );
+    }
+    assert_ne!(
+        bits(&got[image..]),
+        bits(&want[image..]),
+        "image 1 runs on Winograd"
+    );
+    let mut bad = w.clone();
+    bad[3] = f32::INFINITY;
+    assert!(PackedConvWeights::pack(&bad, [c_out, c_in, 3, 3], 1, [1, 1], [1, 1]).is_none());
 }
 
 /// The direct path (1 to 7 output channels per group: every block of

@@ -1290,18 +1290,19 @@ fn packed_conv<'a>(
     op: &Op,
     srcs: &[Reg],
 ) -> Option<&'a PackedConvWeights> {
-    let Op::Conv2d { groups, .. } = op else {
+    let Op::Conv2d { groups, window, .. } = op else {
         return None;
     };
     let (id, t, l) = weights_const(ctx, regs, srcs)?;
     let contiguous = l.offset == 0 && l.shape[..] == *t.shape() && l.is_contiguous();
     let inner = ctx.inner;
+    let form = crate::weights::ConvForm {
+        groups: *groups,
+        strides: window.strides,
+        dilations: window.dilations,
+    };
     contiguous
-        .then(|| {
-            inner
-                .packed
-                .get_conv(id, t, *groups, &inner.counters.global)
-        })
+        .then(|| inner.packed.get_conv(id, t, form, &inner.counters.global))
         .flatten()
 }
 

@@ -25,8 +25,20 @@ use std::sync::{Arc, OnceLock};
 pub struct PackedWeights {
     enabled: bool,
     slots: Vec<[OnceLock<Option<Arc<PackedB>>>; 2]>,
-    /// per constant: its convolution weights packed for a group count
-    conv: Vec<OnceLock<Option<(usize, PackedConvWeights)>>>,
+    /// per constant: its convolution weights packed for one convolution form
+    conv: Vec<OnceLock<Option<(ConvForm, PackedConvWeights)>>>,
+}
+
+/// What packing a convolution's weights depends on besides them: the group
+/// count, strides and dilations (Winograd takes stride 1, dilation 1 only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvForm {
+    /// channel groups
+    pub groups: usize,
+    /// strides along H and W
+    pub strides: [usize; 2],
+    /// dilations along H and W
+    pub dilations: [usize; 2],
 }
 
 impl PackedWeights {
@@ -63,33 +75,39 @@ impl PackedWeights {
     }
 
     /// Constant `id` (the tensor `t`, `[C_out, C_in/groups, kH, kW]`) as the
-    /// packed weights of a convolution with `groups` groups. `None` when packing
-    /// is off, for a constant that is not f32 of rank 4, for convolutions on the
-    /// direct path, or when the constant was packed first for another group
-    /// count. The first call packs (and counts the bytes).
+    /// packed weights of a convolution of `form`. `None` when packing is off,
+    /// for a constant that is not f32 of rank 4, for convolutions on the direct
+    /// path, or when the constant was packed first for another form. The first
+    /// call packs (and counts the bytes).
     pub fn get_conv(
         &self,
         id: ConstId,
         t: &Tensor,
-        groups: usize,
+        form: ConvForm,
         counters: &GlobalCounters,
     ) -> Option<&PackedConvWeights> {
         if !self.enabled {
             return None;
         }
         let cell = self.conv.get(id.index())?;
-        let (packed_groups, packed) = cell
+        let (packed_form, packed) = cell
             .get_or_init(|| {
                 let (&[c_out, cg, kh, kw], DType::F32) = (t.shape(), t.dtype()) else {
                     return None;
                 };
                 let shape = [c_out, cg, kh, kw];
-                let packed = PackedConvWeights::pack(t.as_slice().ok()?, shape, groups)?;
+                let ConvForm {
+                    groups,
+                    strides,
+                    dilations,
+                } = form;
+                let w = t.as_slice().ok()?;
+                let packed = PackedConvWeights::pack(w, shape, groups, strides, dilations)?;
                 bump(&counters.packed_weight_bytes, packed.bytes() as u64);
-                Some((groups, packed))
+                Some((form, packed))
             })
             .as_ref()?;
-        (*packed_groups == groups).then_some(packed)
+        (*packed_form == form).then_some(packed)
     }
 }
 

@@ -122,15 +122,20 @@ impl Planes {
         self.scratch_len(cg, CHANNEL_BLOCK).saturating_add(taps)
     }
 
+    /// Floats per plane row (`Wq`).
+    pub(super) fn cols(&self) -> usize {
+        self.cols
+    }
+
     /// Offset of plane `(c, rH, rW)` in the scratch.
-    fn plane(&self, c: usize, rh: usize, rw: usize) -> usize {
+    pub(super) fn plane(&self, c: usize, rh: usize, rw: usize) -> usize {
         ((c * self.strides[0] + rh) * self.strides[1] + rw) * self.len
     }
 }
 
 /// [`fill_planes`] compiled for `level` (so its copies and strided gathers
 /// vectorize at the level's width).
-fn fill_at_level(
+pub(super) fn fill_at_level(
     level: Level,
     planes: &mut [f32],
     pl: &Planes,

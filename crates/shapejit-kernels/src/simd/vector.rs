@@ -89,6 +89,9 @@ pub trait Simd: Copy {
     fn lookup16(self, i: Self::V, table: &[f32; 16]) -> Self::V;
     /// The even- and odd-numbered elements of the `2·LANES` elements `a ++ b`.
     fn deinterleave(self, a: Self::V, b: Self::V) -> (Self::V, Self::V);
+    /// `a0 b0 a1 b1 …` over `2·LANES` elements, as two vectors (the inverse of
+    /// [`Simd::deinterleave`]).
+    fn interleave(self, a: Self::V, b: Self::V) -> (Self::V, Self::V);
     /// `2^n` for lanes holding integers `n` in `-126..=127`.
     fn pow2i(self, n: Self::V) -> Self::V;
     /// The biased exponent field of `a` (`bits >> 23` as f32) for `a ≥ 0`.
@@ -214,6 +217,10 @@ impl Simd for Scalar {
     }
     #[inline(always)]
     fn deinterleave(self, a: f32, b: f32) -> (f32, f32) {
+        (a, b)
+    }
+    #[inline(always)]
+    fn interleave(self, a: f32, b: f32) -> (f32, f32) {
         (a, b)
     }
     #[inline(always)]
@@ -438,6 +445,20 @@ mod x86 {
             }
         }
         #[inline(always)]
+        fn interleave(self, a: __m256, b: __m256) -> (__m256, __m256) {
+            // SAFETY: see the impl. unpack works within 128-bit halves
+            // ([a0 b0 a1 b1 | a4 b4 a5 b5] and [a2 b2 a3 b3 | a6 b6 a7 b7]); the
+            // lane permutes put the halves in order.
+            unsafe {
+                let lo = _mm256_unpacklo_ps(a, b);
+                let hi = _mm256_unpackhi_ps(a, b);
+                (
+                    _mm256_permute2f128_ps::<0x20>(lo, hi),
+                    _mm256_permute2f128_ps::<0x31>(lo, hi),
+                )
+            }
+        }
+        #[inline(always)]
         fn pow2i(self, n: __m256) -> __m256 {
             // SAFETY: see the impl.
             unsafe {
@@ -624,6 +645,19 @@ mod x86 {
                 (
                     _mm512_permutex2var_ps(a, index(&EVEN), b),
                     _mm512_permutex2var_ps(a, index(&ODD), b),
+                )
+            }
+        }
+        #[inline(always)]
+        fn interleave(self, a: __m512, b: __m512) -> (__m512, __m512) {
+            const LO: [i32; 16] = [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23];
+            const HI: [i32; 16] = [8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31];
+            // SAFETY: see the impl; the index tables hold 16 i32.
+            unsafe {
+                let index = |t: &[i32; 16]| _mm512_loadu_si512(t.as_ptr().cast());
+                (
+                    _mm512_permutex2var_ps(a, index(&LO), b),
+                    _mm512_permutex2var_ps(a, index(&HI), b),
                 )
             }
         }

@@ -36,6 +36,9 @@ pub const MR: usize = 6;
 pub const KC: usize = 256;
 /// Rows of `a` per cache block (its `MC × KC` slice stays in L2 across the panels).
 const MC: usize = 16 * MR;
+/// Panels of `b` per cache block: a `KC × NC_PANELS·NR` block (512 KiB) stays in
+/// L2 while every row block of `a` meets it.
+const NC_PANELS: usize = 32;
 
 /// Products with at least this many rows run as fast on `gemm` (its own packing of
 /// the right operand is amortized over the rows).
@@ -435,53 +438,58 @@ fn drive(
             },
         };
         let panel = |p: usize| &b.panels[(p * k + pc) * NR..][..kc * NR];
-        for ic in (row0 / MC * MC..row0 + m).step_by(MC) {
-            let rows_in_block = MC.min(a_rows - ic);
-            let blocks = || row_blocks(ic, rows_in_block, kernel.max_rows());
-            // the register tiles of this cache block, `a` read from `packed` (data
-            // and where the block starts in it) or, for `InPlace`, the view
-            let mut tiles = |packed: Option<(&[f32], usize)>| {
-                let mut p = 0;
-                while p < n_panels {
-                    // the AVX-512 kernel takes two panels (32 columns) at a time
-                    let pair = kernel == Kernel::Avx512 && p + 1 < n_panels;
-                    let panels = [panel(p), if pair { panel(p + 1) } else { &[] }];
-                    let width = if pair { 2 * NR } else { NR };
-                    for (row, rows) in blocks() {
-                        let (lo, hi) = (row.max(row0), (row + rows).min(row0 + m));
-                        if lo >= hi {
-                            continue;
-                        }
-                        let tile = Tile {
-                            row: lo - row0,
-                            rows: hi - lo,
-                            col: p * NR,
-                            cols: width.min(n - p * NR),
-                            ldc: n,
-                        };
-                        match (packed, &left) {
-                            (Some((data, start)), _) => {
-                                // tile rows count from row0
-                                let first = ic as isize - row0 as isize;
-                                let a = packed_a_operand(data, start, first, pc, kc);
-                                block(kernel, &a, panels, out, &pass, &tile)
+        for jc in (0..n_panels).step_by(NC_PANELS) {
+            let panels_end = (jc + NC_PANELS).min(n_panels);
+            for ic in (row0 / MC * MC..row0 + m).step_by(MC) {
+                let rows_in_block = MC.min(a_rows - ic);
+                let blocks = || row_blocks(ic, rows_in_block, kernel.max_rows());
+                // the register tiles of this cache block, `a` read from `packed` (data
+                // and where the block starts in it) or, for `InPlace`, the view
+                let mut tiles = |packed: Option<(&[f32], usize)>| {
+                    let mut p = jc;
+                    while p < panels_end {
+                        // the AVX-512 kernel takes two panels (32 columns) at a time
+                        let pair = kernel == Kernel::Avx512 && p + 1 < panels_end;
+                        let panels = [panel(p), if pair { panel(p + 1) } else { &[] }];
+                        let width = if pair { 2 * NR } else { NR };
+                        for (row, rows) in blocks() {
+                            let (lo, hi) = (row.max(row0), (row + rows).min(row0 + m));
+                            if lo >= hi {
+                                continue;
                             }
-                            (None, Left::InPlace(a)) => block(kernel, a, panels, out, &pass, &tile),
-                            // Invariant: only `InPlace` has no packed data.
-                            (None, _) => unreachable!(),
+                            let tile = Tile {
+                                row: lo - row0,
+                                rows: hi - lo,
+                                col: p * NR,
+                                cols: width.min(n - p * NR),
+                                ldc: n,
+                            };
+                            match (packed, &left) {
+                                (Some((data, start)), _) => {
+                                    // tile rows count from row0
+                                    let first = ic as isize - row0 as isize;
+                                    let a = packed_a_operand(data, start, first, pc, kc);
+                                    block(kernel, &a, panels, out, &pass, &tile)
+                                }
+                                (None, Left::InPlace(a)) => {
+                                    block(kernel, a, panels, out, &pass, &tile)
+                                }
+                                // Invariant: only `InPlace` has no packed data.
+                                (None, _) => unreachable!(),
+                            }
                         }
+                        p += if pair { 2 } else { 1 };
                     }
-                    p += if pair { 2 } else { 1 };
+                };
+                match &left {
+                    Left::InPlace(_) => tiles(None),
+                    // the thread-local buffer is borrowed only by the path that fills it
+                    Left::PackPerCall(a) => A_BLOCK.with_borrow_mut(|scratch| {
+                        pack_a_block(a, ic, rows_in_block, pc, kc, scratch);
+                        tiles(Some((&scratch[..], 0)))
+                    }),
+                    Left::Prepacked { a, .. } => tiles(Some((&a.data[..], a.block_start(pc, ic)))),
                 }
-            };
-            match &left {
-                Left::InPlace(_) => tiles(None),
-                // the thread-local buffer is borrowed only by the path that fills it
-                Left::PackPerCall(a) => A_BLOCK.with_borrow_mut(|scratch| {
-                    pack_a_block(a, ic, rows_in_block, pc, kc, scratch);
-                    tiles(Some((&scratch[..], 0)))
-                }),
-                Left::Prepacked { a, .. } => tiles(Some((&a.data[..], a.block_start(pc, ic)))),
             }
         }
     }

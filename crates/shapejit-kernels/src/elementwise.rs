@@ -230,9 +230,16 @@ pub fn ternary<A: Copy, B: Copy, C: Copy, O: Copy>(
                     &sb[y..y + len],
                     &sc[z..z + len],
                 );
-                for (((d, &p), &q), &r) in dst.iter_mut().zip(a).zip(b).zip(c) {
-                    *d = f(p, q, r);
-                }
+                dispatch(|| {
+                    for (((d, &p), &q), &r) in dst.iter_mut().zip(a).zip(b).zip(c) {
+                        *d = f(p, q, r);
+                    }
+                });
+            }
+            // a per-channel affine map (batch norm): b and c fixed along the run
+            [1, 1, 0, 0] => {
+                let (dst, a, q, r) = (&mut dst[o..o + len], &sa[x..x + len], sb[y], sc[z]);
+                dispatch(|| map2_scalar_b(dst, a, (q, r), &|p, (q, r)| f(p, q, r)));
             }
             [so, sx, sy, sz] => {
                 for i in 0..len as isize {

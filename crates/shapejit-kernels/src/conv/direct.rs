@@ -184,6 +184,10 @@ fn fill_planes<S: Simd>(
     let (pt, pleft) = (win.pads[0] as isize, win.pads[1] as isize);
     for c in 0..g.cg {
         for rh in 0..sh {
+            if sw == 2 && g.xs[3] == 1 {
+                split_rows(s, planes, pl, g, base, [c, rh], pad);
+                continue;
+            }
             for rw in 0..sw {
                 let start = pl.plane(c, rh, rw);
                 let plane = &mut planes[start..start + pl.len];
@@ -222,6 +226,66 @@ fn fill_planes<S: Simd>(
                     }
                 }
             }
+        }
+    }
+}
+
+/// [`fill_planes`] for column stride 2 over unit-stride input rows: both column
+/// phases of channel `c`, row phase `rh`, from one pass over each input row (two
+/// vectors loaded, split into even and odd columns, one store into each plane).
+#[inline(always)]
+fn split_rows<S: Simd>(
+    s: S,
+    planes: &mut [f32],
+    pl: &Planes,
+    g: &ConvGeom,
+    base: isize,
+    [c, rh]: [usize; 2],
+    pad: f32,
+) {
+    let [h, wd] = g.size;
+    let (pt, pleft) = (g.win.pads[0] as isize, g.win.pads[1]);
+    let starts = [pl.plane(c, rh, 0), pl.plane(c, rh, 1)];
+    for &start in &starts {
+        planes[start..start + pl.len].fill(pad);
+    }
+    // input column `x` lands in phase `(x + padL) mod 2` at `(x + padL) / 2`:
+    // the even columns in one plane from `even_at`, the odd ones in the other
+    let [even_plane, odd_plane] = [starts[pleft % 2], starts[(pleft + 1) % 2]];
+    let (even_at, odd_at) = (pleft / 2, (pleft + 1) / 2);
+    let pairs = wd / 2;
+    // Invariant: the planes hold the padded input, so every column lands inside
+    // its plane's row.
+    assert!(odd_at + pairs <= pl.cols && even_at + wd.div_ceil(2) <= pl.cols);
+    for y in 0..pl.rows {
+        let iy = (y * pl.strides[0] + rh) as isize - pt;
+        if iy < 0 || iy >= h as isize {
+            continue;
+        }
+        let line = (base + c as isize * g.xs[1] + iy * g.xs[2]) as usize;
+        let src = &g.data[line..line + wd];
+        let ev = even_plane + y * pl.cols + even_at;
+        let od = odd_plane + y * pl.cols + odd_at;
+        let mut i = 0;
+        while i + S::LANES <= pairs {
+            // SAFETY: columns 2i .. 2i + 2·LANES lie in `src` (i + LANES ≤ wd/2).
+            let (lo, hi) = unsafe {
+                let at = src.as_ptr().add(2 * i);
+                s.deinterleave(s.load(at), s.load(at.add(S::LANES)))
+            };
+            for (at, v) in [(ev + i, lo), (od + i, hi)] {
+                let dst = &mut planes[at..at + S::LANES];
+                // SAFETY: `dst` holds LANES floats.
+                unsafe { s.store(dst.as_mut_ptr(), v) };
+            }
+            i += S::LANES;
+        }
+        for i in i..pairs {
+            planes[ev + i] = src[2 * i];
+            planes[od + i] = src[2 * i + 1];
+        }
+        if wd % 2 == 1 {
+            planes[ev + pairs] = src[wd - 1];
         }
     }
 }

@@ -252,7 +252,7 @@ fn split_rows<S: Simd>(
     // input column `x` lands in phase `(x + padL) mod 2` at `(x + padL) / 2`:
     // the even columns in one plane from `even_at`, the odd ones in the other
     let [even_plane, odd_plane] = [starts[pleft % 2], starts[(pleft + 1) % 2]];
-    let (even_at, odd_at) = (pleft / 2, (pleft + 1) / 2);
+    let (even_at, odd_at) = (pleft / 2, pleft.div_ceil(2));
     let pairs = wd / 2;
     // Invariant: the planes hold the padded input, so every column lands inside
     // its plane's row.

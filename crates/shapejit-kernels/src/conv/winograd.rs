@@ -45,18 +45,18 @@ const POSITIONS: usize = 16;
 /// depth is too small to amortize the transforms (the direct path runs them).
 pub const WINOGRAD_MIN_CHANNELS: usize = 32;
 /// Output channels per group from which the weights are packed for Winograd.
-/// Measured per layer against the direct path (one image, one thread; a
-/// throwaway timing loop over `conv2d`, medians of 37 runs): 64 → 64 channels at
-/// 56² 1.3× faster, 128 at 28² 1.35–1.5×, 256 at 14² 1.25×, 512 at 28² 1.7×,
-/// 64 at 224² 2.3–2.5×, 32 → 128 at 27² 1.2–1.3×, 48 → 192 at 13² 1.06×, 512 at
-/// 7² 0.94–1.0× (its 16 MB of transformed weights stream for 16 tiles); with
-/// 32 output channels 0.7–0.85× (128 → 32 at 14², 32 → 32 at 32²).
+/// Measured per layer against the direct path (`cargo bench -p shapejit-benches
+/// --bench conv`, one image, one thread): 64 → 64 channels at 56² 1.31× faster,
+/// 128 at 28² 1.59×, 256 at 14² 1.53×, 512 at 7² 1.20×, 512 at 28² 1.77×, 64 at
+/// 224² 2.37×, 32 → 128 at 27² 1.09×, 48 → 192 at 13² 1.20×; with this threshold
+/// lowered to 32, layers of 32 output channels ran 0.7–0.85× (128 → 32 at 14², 32
+/// → 32 at 32²: too few GEMM rows for the transforms).
 pub const WINOGRAD_MIN_OUTPUTS: usize = 64;
 /// Tiles per chunk (whole tile rows, at least one): each chunk reads all the
 /// transformed weights, which must meet enough tiles to be worth it, while the
-/// chunk's transformed inputs should stay in cache until their GEMMs (512 → 512
-/// channels at 28²: 1.40× the direct path with 64, 1.69× with 256, 1.73× with
-/// 1,024 tiles; 64 channels at 56²: 1.26×, 1.30×, 0.97×).
+/// chunk's transformed inputs should stay in cache until their GEMMs (the conv
+/// bench's shapes with 64, 256 and 1,024 tiles per chunk: 512 → 512 channels at
+/// 28² 1.40×, 1.69×, 1.73× the direct path; 64 channels at 56² 1.26×, 1.30×, 0.97×).
 const CHUNK_TILES: usize = 256;
 /// The widest level's lanes (scratch sizes do not depend on the level in use).
 const MAX_LANES: usize = 16;

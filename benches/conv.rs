@@ -1,0 +1,83 @@
+//! 3×3 stride-1 convolutions (one image, pads 1) through
+//! `shapejit_kernels::conv::conv2d` on the direct path (`direct/…`: weights read as
+//! stored) and with the weights packed for Winograd F(2×2, 3×3) (`winograd/…`:
+//! `PackedConvWeights`), at the light CNNs' layer shapes: ResNet-50's 64 → 64 at 56²
+//! … 512 → 512 at 7², VGG-19's 64 at 224² and 512 at 28², SqueezeNet's 32 → 128 at
+//! 27² and 48 → 192 at 13². Shapes below `WINOGRAD_MIN_OUTPUTS` output channels
+//! (not packed for Winograd) are timed on the direct path only, for the threshold.
+//!
+//! Criterion's throughput is the direct convolution's FLOP (2·Cout·Cin·9·H·W), so
+//! `Gelem/s` reads as equivalent GFLOP/s on both paths.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use shapejit_kernels::View;
+use shapejit_kernels::conv::{
+    ConvParams, PackedChannels, PackedConvWeights, Window, conv2d, conv2d_scratch_len,
+};
+use std::hint::black_box;
+use std::time::Duration;
+
+fn conv3x3(c: &mut Criterion) {
+    let mut group = c.benchmark_group("conv3x3");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    for (c_in, c_out, hw) in [
+        (64, 64, 56),
+        (128, 128, 28),
+        (256, 256, 14),
+        (512, 512, 7),
+        (64, 64, 224),
+        (512, 512, 28),
+        (32, 128, 27),
+        (48, 192, 13),
+        (128, 32, 14),
+        (16, 32, 16),
+    ] {
+        let win = Window {
+            kernel: [3, 3],
+            strides: [1, 1],
+            pads: [1; 4],
+            dilations: [1, 1],
+            out: [hw, hw],
+        };
+        let x: Vec<f32> = (0..c_in * hw * hw)
+            .map(|i| (i * 7919 % 1000) as f32 / 1000.0 - 0.5)
+            .collect();
+        let w: Vec<f32> = (0..c_out * c_in * 9)
+            .map(|i| (i * 104_729 % 1000) as f32 / 1000.0 - 0.5)
+            .collect();
+        let b = vec![0.1f32; c_out];
+        let xv = View::contiguous(&x, &[1, c_in, hw, hw]).expect("x fits");
+        let packed = PackedConvWeights::pack(&w, [c_out, c_in, 3, 3], 1, [1, 1], [1, 1]);
+        let mut col = vec![0f32; conv2d_scratch_len(c_in, c_out, &win, [hw, hw])];
+        let mut out = vec![0f32; c_out * hw * hw];
+        group.throughput(Throughput::Elements(
+            (2 * c_out * c_in * 9 * hw * hw) as u64,
+        ));
+        let name = format!("{c_in}x{c_out}x{hw}");
+        for (path, packed) in [("direct", None), ("winograd", packed.as_ref())] {
+            if path == "winograd" && packed.is_none() {
+                continue;
+            }
+            let params = ConvParams {
+                w: &w,
+                bias: Some(&b),
+                groups: 1,
+                activation: None,
+                packed: packed.map(|weights| PackedChannels { weights, first: 0 }),
+            };
+            group.bench_function(BenchmarkId::new(path, &name), |bench| {
+                bench.iter(|| {
+                    conv2d(&mut out, &xv, &params, &win, &mut col).expect("shapes agree");
+                    black_box(&out);
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, conv3x3);
+criterion_main!(benches);

@@ -68,13 +68,10 @@ pub fn applies(cg: usize, kernel: [usize; 2], strides: [usize; 2], dilations: [u
     kernel == [3, 3] && strides == [1, 1] && dilations == [1, 1] && cg >= WINOGRAD_MIN_CHANNELS
 }
 
-/// `G` of F(2×2, 3×3): `U = G g Gᵀ`.
-const G: [[f64; 3]; 4] = [
-    [1.0, 0.0, 0.0],
-    [0.5, 0.5, 0.5],
-    [0.5, -0.5, 0.5],
-    [0.0, 0.0, 1.0],
-];
+/// `G v` for `G` of F(2×2, 3×3) (`U = G g Gᵀ`): `G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1]`.
+fn g_times([a, b, c]: [f64; 3]) -> [f64; 4] {
+    [a, 0.5 * (a + b + c), 0.5 * (a - b + c), c]
+}
 
 /// The transformed weights of contiguous `[C_out, cg, 3, 3]` weights `w` in
 /// `groups` groups: per group, `U_ξ` for each of the 16 positions as a packed
@@ -92,16 +89,11 @@ pub(super) fn transform_weights(
             for co in 0..mg {
                 for ci in 0..cg {
                     let g = &w.get(((grp * mg + co) * cg + ci) * 9..)?[..9];
+                    let g: [f64; 9] = std::array::from_fn(|i| g[i] as f64);
                     // G g (4×3), then (G g) Gᵀ (4×4), in f64
-                    let mut gg = [[0f64; 3]; 4];
-                    for (r, row) in gg.iter_mut().enumerate() {
-                        for (c, x) in row.iter_mut().enumerate() {
-                            *x = (0..3).map(|i| G[r][i] * g[i * 3 + c] as f64).sum();
-                        }
-                    }
-                    for xi in 0..4 {
-                        for nu in 0..4 {
-                            let v: f64 = (0..3).map(|i| gg[xi][i] * G[nu][i]).sum();
+                    let gg = [0, 1, 2].map(|c| g_times([g[c], g[3 + c], g[6 + c]]));
+                    for (xi, row) in (0..4).map(|r| [gg[0][r], gg[1][r], gg[2][r]]).enumerate() {
+                        for (nu, v) in g_times(row).into_iter().enumerate() {
                             let v = v as f32;
                             if !v.is_finite() {
                                 return None;

@@ -193,9 +193,10 @@ fn matmul_runs_allocate_only_the_outputs_and_the_kernels_own() {
 }
 
 /// A 1×1 convolution on constant weights (two groups of 8 output channels) runs
-/// on the weights packed once per module, a 3×3 one after it on the direct path:
-/// the same bits as without packing, and a steady-state run allocates only the
-/// outputs.
+/// on the weights packed once per module, a 3×3 one after it on the direct path
+/// (the same bits as without packing), a 3×3 one of 32 → 64 channels after that
+/// on Winograd (within rounding of the direct path); a steady-state run
+/// allocates only the outputs.
 #[test]
 fn conv_runs_on_packed_weights_allocate_only_the_outputs() {
     let weights = |shape: &[usize]| {
@@ -214,9 +215,13 @@ fn conv_runs_on_packed_weights_allocate_only_the_outputs() {
         };
         let w1 = b.constant("w1", weights(&[16, 4, 1, 1]));
         let y = b.conv2d(x, w1, None, attrs).unwrap();
-        let w3 = b.constant("w3", weights(&[16, 8, 3, 3]));
+        let w3 = b.constant("w3", weights(&[32, 8, 3, 3]));
         let y = b.conv2d(y, w3, None, attrs).unwrap();
         b.output("y", y).unwrap();
+        let w4 = b.constant("w4", weights(&[64, 32, 3, 3]));
+        let single = ConvAttrs { groups: 1, ..attrs };
+        let z = b.conv2d(y, w4, None, single).unwrap();
+        b.output("z", z).unwrap();
         Module::new(lower(&b.finish().unwrap()).unwrap(), options).unwrap()
     };
     let x4 = input(4);
@@ -229,12 +234,19 @@ fn conv_runs_on_packed_weights_allocate_only_the_outputs() {
     let module = build(Options::default());
     let mut rt = module.runtime();
     let got = rt.run(std::slice::from_ref(&x4)).unwrap();
-    assert_eq!(module.stats().global.packed_weight_bytes, 16 * 4 * 4);
+    // the 1×1 weights, and the 16 transformed 64 × 32 matrices of the last conv
+    assert!(module.stats().global.packed_weight_bytes >= (16 * 4 + 16 * 64 * 32) * 4);
     let bits = |t: &Tensor| -> Vec<u32> {
         let v: &[f32] = t.as_slice().unwrap();
         v.iter().map(|x| x.to_bits()).collect()
     };
     assert_eq!(bits(&got[0]), bits(&want[0]));
+    let (z, direct): (&[f32], &[f32]) = (got[1].as_slice().unwrap(), want[1].as_slice().unwrap());
+    assert!(z != direct, "the last convolution ran on the direct path");
+    let scale = direct.iter().fold(0f32, |m, v| m.max(v.abs()));
+    for (a, b) in z.iter().zip(direct) {
+        assert!((a - b).abs() <= 1e-5 * scale, "Winograd {a} vs direct {b}");
+    }
     let (_, n) = allocations_during(|| rt.run(std::slice::from_ref(&x4)).unwrap());
-    assert_eq!(n, output_allocations(1));
+    assert_eq!(n, output_allocations(2));
 }

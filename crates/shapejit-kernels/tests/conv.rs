@@ -302,13 +302,7 @@ fn prepacked_weights_cover_every_block() {
 #[test]
 fn direct_channel_ranges_are_identical() {
     let (c_in, c_out, hw) = (6, 23, [9, 13]);
-    let win = Window {
-        kernel: [3, 3],
-        strides: [1, 1],
-        pads: [1; 4],
-        dilations: [1, 1],
-        out: hw,
-    };
+    let win = same_3x3(hw);
     let x = data(c_in * hw[0] * hw[1], 21);
     let w = data(c_out * c_in * 9, 22);
     let b = data(c_out, 23);
@@ -522,6 +516,17 @@ fn winograd_run(
     out
 }
 
+/// A 3×3 window at stride 1 padded by 1 (output size = input size `hw`).
+fn same_3x3(hw: [usize; 2]) -> Window {
+    Window {
+        kernel: [3, 3],
+        strides: [1, 1],
+        pads: [1; 4],
+        dilations: [1, 1],
+        out: hw,
+    }
+}
+
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
@@ -531,13 +536,7 @@ fn bits(v: &[f32]) -> Vec<u32> {
 #[test]
 fn winograd_channel_ranges_are_identical() {
     let (c_in, c_out, hw) = (40, 70, [60, 41]);
-    let win = Window {
-        kernel: [3, 3],
-        strides: [1, 1],
-        pads: [1; 4],
-        dilations: [1, 1],
-        out: hw,
-    };
+    let win = same_3x3(hw);
     let x = data(c_in * hw[0] * hw[1], 31);
     let w = data(c_out * c_in * 9, 32);
     let b = data(c_out, 33);
@@ -560,13 +559,7 @@ fn winograd_channel_ranges_are_identical() {
 #[test]
 fn winograd_keeps_nonfinite_semantics() {
     let (c_in, c_out, hw) = (WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_OUTPUTS, [6, 7]);
-    let win = Window {
-        kernel: [3, 3],
-        strides: [1, 1],
-        pads: [1; 4],
-        dilations: [1, 1],
-        out: hw,
-    };
+    let win = same_3x3(hw);
     let p = hw[0] * hw[1];
     let mut x = data(2 * c_in * p, 41);
     x[5] = f32::INFINITY;

@@ -7,9 +7,10 @@
 //! row of `b` (zero-padded at the right edge); [`matmul_packed`] then streams each
 //! panel from cache against [`MR`] rows of `a`, keeping an `MR × NR` block of the
 //! product in registers (12 AVX registers), over `k` in blocks of [`KC`] so a panel
-//! block stays in L1 while it meets every row block of `a`. At AVX-512 the kernel
-//! takes two panels at a time against up to 12 rows (24 zmm accumulators, masked
-//! loads and stores at the right edge). Rows of `a` are read in place for narrow
+//! block stays in L1 while it meets every row block of `a`, and over the panels in
+//! blocks of 32 so a `KC`-deep block of them (512 KiB) stays in L2 meanwhile. At
+//! AVX-512 the kernel takes two panels at a time against up to 12 rows (24 zmm
+//! accumulators, masked loads and stores at the right edge). Rows of `a` are read in place for narrow
 //! products; when `b` has more than a few panels, each `MC × KC` block of `a` is
 //! first copied, row block by row block, so the kernel reads its rows' values of one
 //! `k` step from one cache line (a thread-local scratch that grows once). The last

@@ -50,7 +50,10 @@ pub const WINOGRAD_MIN_CHANNELS: usize = 32;
 /// 128 at 28² 1.59×, 256 at 14² 1.53×, 512 at 7² 1.20×, 512 at 28² 1.77×, 64 at
 /// 224² 2.37×, 32 → 128 at 27² 1.09×, 48 → 192 at 13² 1.20×; with this threshold
 /// lowered to 32, layers of 32 output channels ran 0.7–0.85× (128 → 32 at 14², 32
-/// → 32 at 32²: too few GEMM rows for the transforms).
+/// → 32 at 32²: too few GEMM rows for the transforms). Small layers that pass the
+/// thresholds can still lose: 32 → 64 and 64 → 64 at 14² ran 0.83× and 0.90× (7
+/// tiles per row fill half a vector in the transforms), 512 at 7² 0.96–1.20×
+/// across runs.
 pub const WINOGRAD_MIN_OUTPUTS: usize = 64;
 /// Tiles per chunk (whole tile rows, at least one): each chunk reads all the
 /// transformed weights, which must meet enough tiles to be worth it, while the

@@ -57,9 +57,11 @@ pub const WINOGRAD_MIN_CHANNELS: usize = 32;
 pub const WINOGRAD_MIN_OUTPUTS: usize = 64;
 /// Tiles per chunk (whole tile rows, at least one): each chunk reads all the
 /// transformed weights, which must meet enough tiles to be worth it, while the
-/// chunk's transformed inputs should stay in cache until their GEMMs (the conv
-/// bench's shapes with 64, 256 and 1,024 tiles per chunk: 512 → 512 channels at
-/// 28² 1.40×, 1.69×, 1.73× the direct path; 64 channels at 56² 1.26×, 1.30×, 0.97×).
+/// chunk's transformed inputs should stay in cache until their GEMMs. With this
+/// constant set to 64, 256 and 1,024 (`cargo bench -p shapejit-benches --bench
+/// conv`'s shapes): 512 → 512 channels at 28² ran 1.40×, 1.69×, 1.73× the direct
+/// path, 64 channels at 56² 1.26×, 1.30×, 0.97×; chunks sized to keep them in L2
+/// (8 tiles for 512 channels) ran 512 at 7² at 0.52×.
 const CHUNK_TILES: usize = 256;
 /// The widest level's lanes (scratch sizes do not depend on the level in use).
 const MAX_LANES: usize = 16;

@@ -198,21 +198,17 @@ impl PackedConvWeights {
         if mg * groups != c_out || k.checked_mul(c_out)? != w.len() {
             return None;
         }
-        let form = if winograd::applies(cg, [kh, kw], strides, dilations)
-            && mg >= WINOGRAD_MIN_OUTPUTS
-        {
-            Packed::Winograd(winograd::transform_weights(w, [c_out, cg], groups)?)
-        } else if takes_gemm(mg, [kh, kw]) {
-            let groups = (0..groups)
-                .map(|g| {
-                    let geom = StridedShape::new(&[mg, k], &[k as isize, 1], g * mg * k).ok()?;
-                    PackedA::pack(&View::new(w, geom).ok()?).ok()
-                })
-                .collect::<Option<Vec<_>>>()?;
-            Packed::Gemm(groups)
-        } else {
-            return None;
-        };
+        let form =
+            if winograd::applies(cg, [kh, kw], strides, dilations) && mg >= WINOGRAD_MIN_OUTPUTS {
+                Packed::Winograd(winograd::transform_weights(w, [c_out, cg], groups)?)
+            } else if takes_gemm(mg, [kh, kw]) {
+                let groups = (0..groups)
+                    .map(|g| pack_block(w, [mg, k], g))
+                    .collect::<Option<Vec<_>>>()?;
+                Packed::Gemm(groups)
+            } else {
+                return None;
+            };
         Some(PackedConvWeights { form })
     }
 
@@ -249,6 +245,13 @@ impl PackedConvWeights {
             .all(|a| a.m() >= first + mg && a.k() == cg)
             .then_some(&u[..])
     }
+}
+
+/// The `index`-th row-major `[rows, cols]` block of `data`, packed as a GEMM's
+/// left operand; `None` if `data` is too short.
+fn pack_block(data: &[f32], [rows, cols]: [usize; 2], index: usize) -> Option<PackedA> {
+    let geom = StridedShape::new(&[rows, cols], &[cols as isize, 1], index * rows * cols).ok()?;
+    PackedA::pack(&View::new(data, geom).ok()?).ok()
 }
 
 /// `out[n, m] = act(bias[m] + Σ w[m, c, i, j] · x[n, g·Cg + c, ·, ·])` (NCHW),

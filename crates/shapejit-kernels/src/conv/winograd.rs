@@ -29,14 +29,12 @@
 //! at AVX2 and AVX-512 (the same operations per lane; the GEMM's sums run in
 //! `k` order at every level).
 
-use super::ConvGeom;
-use super::Window;
 use super::direct::{self, Planes};
+use super::{ConvGeom, Window, pack_block};
 use crate::cpu::{self, Level};
 use crate::error::KernelError;
 use crate::packed::{Activation, Epilogue, NR, PackedA, PackedPart, PackedRef, matmul_prepacked};
 use crate::simd::vector::{Scalar, Simd};
-use crate::view::{StridedShape, View};
 use std::ops::Range;
 
 /// Transformed positions per tile, `(2 + 3 − 1)²`: one GEMM each.
@@ -109,10 +107,7 @@ pub(super) fn transform_weights(
                 }
             }
             (0..POSITIONS)
-                .map(|p| {
-                    let geom = StridedShape::new(&[mg, cg], &[cg as isize, 1], p * mg * cg).ok()?;
-                    PackedA::pack(&View::new(&u, geom).ok()?).ok()
-                })
+                .map(|p| pack_block(&u, [mg, cg], p))
                 .collect()
         })
         .collect()

@@ -6,6 +6,10 @@
 //! 27² and 48 → 192 at 13². Shapes below `WINOGRAD_MIN_OUTPUTS` output channels
 //! (not packed for Winograd) are timed on the direct path only, for the threshold.
 //!
+//! Small maps (at most `TRANSPOSED_MAX_POSITIONS` outputs) also run as the
+//! transposed product (`transposed/…`: `PackedConvWeights::pack_transposed`).
+//! `conv1x1/…` times 1×1 layers on packed weights, the GEMM path and transposed.
+//!
 //! Criterion's throughput is the direct convolution's FLOP (2·Cout·Cin·9·H·W), so
 //! `Gelem/s` reads as equivalent GFLOP/s on both paths.
 
@@ -13,6 +17,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use shapejit_kernels::View;
 use shapejit_kernels::conv::{
     ConvParams, PackedChannels, PackedConvWeights, Window, conv2d, conv2d_scratch_len,
+    takes_transposed,
 };
 use std::hint::black_box;
 use std::time::Duration;
@@ -54,14 +59,22 @@ fn conv3x3(c: &mut Criterion) {
         let b = vec![0.1f32; c_out];
         let xv = View::contiguous(&x, &[1, c_in, hw, hw]).expect("x fits");
         let packed = PackedConvWeights::pack(&w, [c_out, c_in, 3, 3], 1, [1, 1], [1, 1]);
+        let transposed = takes_transposed(c_out, &win)
+            .then(|| PackedConvWeights::pack_transposed(&w, [c_out, c_in, 3, 3], 1))
+            .flatten();
         let mut col = vec![0f32; conv2d_scratch_len(c_in, c_out, &win, [hw, hw])];
         let mut out = vec![0f32; c_out * hw * hw];
         group.throughput(Throughput::Elements(
             (2 * c_out * c_in * 9 * hw * hw) as u64,
         ));
         let name = format!("{c_in}x{c_out}x{hw}");
-        for (path, packed) in [("direct", None), ("winograd", packed.as_ref())] {
-            if path == "winograd" && packed.is_none() {
+        let paths = [
+            ("direct", None),
+            ("winograd", packed.as_ref()),
+            ("transposed", transposed.as_ref()),
+        ];
+        for (path, packed) in paths {
+            if path != "direct" && packed.is_none() {
                 continue;
             }
             let params = ConvParams {
@@ -82,5 +95,74 @@ fn conv3x3(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, conv3x3);
+/// 1×1 convolutions (one image) on packed weights: the GEMM path, at ResNet-50's
+/// and SqueezeNet's layer shapes (`c_in → c_out at hw²`).
+fn conv1x1(c: &mut Criterion) {
+    let mut group = c.benchmark_group("conv1x1");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    for (c_in, c_out, hw) in [
+        (64, 256, 56),
+        (256, 64, 56),
+        (512, 128, 28),
+        (128, 512, 28),
+        (1024, 256, 14),
+        (256, 1024, 14),
+        (2048, 512, 7),
+        (512, 2048, 7),
+        (1024, 2048, 7),
+        (64, 16, 55),
+        (16, 64, 55),
+    ] {
+        let win = Window {
+            kernel: [1, 1],
+            strides: [1, 1],
+            pads: [0; 4],
+            dilations: [1, 1],
+            out: [hw, hw],
+        };
+        let x: Vec<f32> = (0..c_in * hw * hw)
+            .map(|i| (i * 7919 % 1000) as f32 / 1000.0 - 0.5)
+            .collect();
+        let w: Vec<f32> = (0..c_out * c_in)
+            .map(|i| (i * 104_729 % 1000) as f32 / 1000.0 - 0.5)
+            .collect();
+        let b = vec![0.1f32; c_out];
+        let xv = View::contiguous(&x, &[1, c_in, hw, hw]).expect("x fits");
+        let shape = [c_out, c_in, 1, 1];
+        let mut col = vec![0f32; conv2d_scratch_len(c_in, c_out, &win, [hw, hw])];
+        let mut out = vec![0f32; c_out * hw * hw];
+        group.throughput(Throughput::Elements((2 * c_out * c_in * hw * hw) as u64));
+        let name = format!("{c_in}x{c_out}x{hw}");
+        for path in ["gemm", "transposed"] {
+            let packed = match path {
+                "gemm" => PackedConvWeights::pack(&w, shape, 1, [1, 1], [1, 1]),
+                _ if takes_transposed(c_out, &win) => {
+                    PackedConvWeights::pack_transposed(&w, shape, 1)
+                }
+                _ => continue,
+            };
+            let params = ConvParams {
+                w: &w,
+                bias: Some(&b),
+                groups: 1,
+                activation: None,
+                packed: packed
+                    .as_ref()
+                    .map(|weights| PackedChannels { weights, first: 0 }),
+            };
+            group.bench_function(BenchmarkId::new(path, &name), |bench| {
+                bench.iter(|| {
+                    conv2d(&mut out, &xv, &params, &win, &mut col).expect("shapes agree");
+                    black_box(&out);
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, conv3x3, conv1x1);
 criterion_main!(benches);

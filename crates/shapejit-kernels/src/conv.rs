@@ -13,8 +13,11 @@
 //! scratch) times the group's weights (packed once ahead when they are
 //! constant, [`PackedConvWeights`]) on the packed micro-kernel
 //! ([`crate::packed`]), which adds the bias while the tile is in registers and
-//! writes the NCHW output directly. Pooling runs on the same phase planes. All
-//! of it vectorized at the CPU level in use.
+//! writes the NCHW output directly. Small feature maps (at most
+//! [`TRANSPOSED_MAX_POSITIONS`] output positions) with weights packed for it
+//! run the product transposed instead (`transposed`, [`takes_transposed`]):
+//! the output channels are the GEMM's columns, so the weights stream once. Pooling
+//! runs on the same phase planes. All of it vectorized at the CPU level in use.
 //!
 //! **Invariant:** padded cells read as 0 for conv, never win a max pool, and
 //! count in an average only when asked to (and only inside the declared padding).
@@ -24,14 +27,17 @@ use crate::error::KernelError;
 use crate::matmul::matmul;
 use crate::packed::Activation;
 use crate::packed::{
-    Bias, Epilogue, NR, PackedA, PackedPart, PackedRef, matmul_packed_epilogue, matmul_prepacked,
+    Bias, Epilogue, NR, PackedA, PackedB, PackedPart, PackedRef, matmul_packed_epilogue,
+    matmul_prepacked,
 };
 use crate::simd::vector::{Scalar, Simd};
 use crate::view::{StridedShape, View, ViewMut};
 
 mod direct;
+mod transposed;
 mod winograd;
 
+pub use transposed::{TRANSPOSED_MAX_POSITIONS, TRANSPOSED_MIN_OUTPUTS};
 pub use winograd::{WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_OUTPUTS};
 
 /// Window geometry shared by conv and pools (all sizes already validated
@@ -89,12 +95,41 @@ pub fn takes_winograd(c_in_per_group: usize, win: &Window) -> bool {
     winograd::applies(c_in_per_group, win.kernel, win.strides, win.dilations)
 }
 
+/// Whether [`conv2d`] runs a group of `c_out_per_group` output channels with
+/// this window as the transposed product `outᵀ = patchesᵀ · wᵀ` when its
+/// weights are packed for it ([`PackedConvWeights::pack_transposed`]): small
+/// feature maps, at most [`TRANSPOSED_MAX_POSITIONS`] output positions, and at
+/// least [`TRANSPOSED_MIN_OUTPUTS`] output channels per group (k×k windows at
+/// the SIMD levels only). The same bits as the path it replaces.
+pub fn takes_transposed(c_out_per_group: usize, win: &Window) -> bool {
+    transposed::applies(c_out_per_group, win)
+}
+
 /// Scratch elements [`conv2d`] needs for weights `[C_out, C_in/groups, kH, kW]`
 /// (`c_out_per_group = C_out/groups`) on an `input` (H, W) image: one image's
 /// patch matrix, packed, and the group's input with its padding, or for the direct
 /// path one group's phase planes (where [`takes_winograd`], also enough for
 /// Winograd's planes and matrices); saturates instead of overflowing.
 pub fn conv2d_scratch_len(
+    c_in_per_group: usize,
+    c_out_per_group: usize,
+    win: &Window,
+    input: [usize; 2],
+) -> usize {
+    let usual = usual_scratch_len(c_in_per_group, c_out_per_group, win, input);
+    if !takes_transposed(c_out_per_group, win) {
+        return usual;
+    }
+    usual.max(transposed::scratch_len(
+        c_in_per_group,
+        c_out_per_group,
+        win,
+        input,
+    ))
+}
+
+/// [`conv2d_scratch_len`] of the paths in the usual orientation.
+fn usual_scratch_len(
     c_in_per_group: usize,
     c_out_per_group: usize,
     win: &Window,
@@ -156,7 +191,9 @@ pub struct ConvParams<'a> {
 /// unless there is one group). Each output channel is then bit-identical to the
 /// whole convolution's: on the GEMM path as long as the call keeps at least
 /// [`GEMM_MIN_CHANNELS`] channels per group (fewer take the direct path), on
-/// Winograd F(2×2, 3×3) for any range.
+/// Winograd F(2×2, 3×3) for any range; transposed from a `first` that starts a
+/// panel ([`NR`] channels; other ranges leave the weights unused, for the same
+/// bits on the usual path).
 #[derive(Clone, Copy, Debug)]
 pub struct PackedChannels<'a> {
     /// the whole weights, packed
@@ -168,7 +205,8 @@ pub struct PackedChannels<'a> {
 /// A convolution's constant weights packed once: for the GEMM path ([`takes_gemm`])
 /// one [`PackedA`] `[C_out/groups, C_in/groups · kH · kW]` per group; for Winograd
 /// F(2×2, 3×3) ([`takes_winograd`]) the 16 transformed `[C_out/groups,
-/// C_in/groups]` matrices per group.
+/// C_in/groups]` matrices per group; for the transposed product
+/// ([`takes_transposed`]) one [`PackedB`] `wᵀ` per group.
 #[derive(Clone, Debug)]
 pub struct PackedConvWeights {
     form: Packed,
@@ -178,6 +216,7 @@ pub struct PackedConvWeights {
 enum Packed {
     Gemm(Vec<PackedA>),
     Winograd(Vec<Vec<PackedA>>),
+    Transposed(Vec<PackedB>),
 }
 
 impl PackedConvWeights {
@@ -212,11 +251,38 @@ impl PackedConvWeights {
         Some(PackedConvWeights { form })
     }
 
+    /// Packs contiguous `[C_out, C_in/groups, kH, kW]` weights (`w`) of a
+    /// convolution with `groups` groups for the transposed product
+    /// ([`takes_transposed`]): per group `wᵀ`, `[C_in/groups · kH · kW,
+    /// C_out/groups]`, as a GEMM's right operand. `None` where the sizes do not
+    /// match.
+    pub fn pack_transposed(
+        w: &[f32],
+        [c_out, cg, kh, kw]: [usize; 4],
+        groups: usize,
+    ) -> Option<PackedConvWeights> {
+        let mg = c_out.checked_div(groups)?;
+        let k = cg.checked_mul(kh)?.checked_mul(kw)?;
+        if mg * groups != c_out || k.checked_mul(c_out)? != w.len() {
+            return None;
+        }
+        let groups = (0..groups)
+            .map(|g| {
+                let geom = StridedShape::new(&[k, mg], &[1, k as isize], g * mg * k).ok()?;
+                PackedB::pack(&View::new(w, geom).ok()?).ok()
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(PackedConvWeights {
+            form: Packed::Transposed(groups),
+        })
+    }
+
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         match &self.form {
             Packed::Gemm(groups) => groups.iter().map(PackedA::bytes).sum(),
             Packed::Winograd(groups) => groups.iter().flatten().map(PackedA::bytes).sum(),
+            Packed::Transposed(groups) => groups.iter().map(PackedB::bytes).sum(),
         }
     }
 
@@ -232,6 +298,15 @@ impl PackedConvWeights {
             return None;
         };
         groups.get(g).filter(|a| a.m() >= first + mg && a.k() == k)
+    }
+
+    /// Columns `first .. first + mg` of group `g`'s `wᵀ`, if they have them, `k`
+    /// rows, and `first` starts a panel.
+    fn transposed(&self, g: usize, first: usize, mg: usize, k: usize) -> Option<PackedRef<'_>> {
+        let Packed::Transposed(groups) = &self.form else {
+            return None;
+        };
+        groups.get(g).filter(|b| b.k() == k)?.columns(first, mg)
     }
 
     /// Group `g`'s 16 Winograd matrices, if they have rows `first .. first + mg`
@@ -336,6 +411,27 @@ pub fn conv2d(
         cg,
         win,
     };
+    let w_t = |grp: usize| {
+        let p = packed.filter(|_| takes_transposed(mg, win))?;
+        p.weights.transposed(grp, p.first, mg, k)
+    };
+    if (0..groups).all(|grp| w_t(grp).is_some()) {
+        for (idx, group_out) in out.chunks_exact_mut(mg * p).enumerate() {
+            let (img, grp) = (idx / groups, idx % groups);
+            let base = g.offset + img as isize * g.xs[0] + (grp * cg) as isize * g.xs[1];
+            let w_t = w_t(grp).ok_or_else(|| {
+                KernelError::Invalid(format!("conv group {grp}: no transposed weights"))
+            })?;
+            let channels = transposed::Channels {
+                w_t,
+                bias: bias.map(|b| &b[grp * mg..(grp + 1) * mg]),
+                activation,
+                bias_first: !takes_gemm(mg, win.kernel),
+            };
+            transposed::conv_group(group_out, &g, base, &channels, col)?;
+        }
+        return Ok(());
+    }
     if !takes_gemm(mg, win.kernel) {
         let planes = direct::Planes::new(win, [h, wd]);
         if need > u32::MAX as usize {

@@ -13,7 +13,12 @@
 //! accumulators, masked loads and stores at the right edge). Rows of `a` are read in place for narrow
 //! products; when `b` has more than a few panels, each `MC × KC` block of `a` is
 //! first copied, row block by row block, so the kernel reads its rows' values of one
-//! `k` step from one cache line (a thread-local scratch that grows once). The last
+//! `k` step from one cache line (a thread-local scratch that grows once; a
+//! column-major `a` has them so already and is read in place). The AVX-512 kernel
+//! prefetches a line of its panels per step, some steps ahead, or — on the row
+//! blocks after a panel block's first, which find it in L1 — a line of the next
+//! panels' block, and a line of a row-major `a`'s rows: weights that stream from
+//! memory against few rows or columns then arrive before the FMAs wait. The last
 //! pass's [`Epilogue`] scales, adds a bias and applies an [`Activation`] while the
 //! tile is in registers (vectorized at AVX-512).
 //!
@@ -151,6 +156,11 @@ impl<'a> PackedRef<'a> {
         n.div_ceil(NR).saturating_mul(k).saturating_mul(NR)
     }
 
+    /// Columns of the matrix.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
     /// Packs a `[k, n]` view (any strides) into the front of `buf`.
     pub fn pack_into(b: &View<f32>, buf: &'a mut [f32]) -> Result<PackedRef<'a>, KernelError> {
         let (k, n, len) = panel_geometry(b)?;
@@ -179,6 +189,19 @@ impl PackedB {
             n: self.n,
             panels: &self.panels,
         }
+    }
+
+    /// Columns `first .. first + n` of `b`, where `first` starts a panel (a
+    /// multiple of [`NR`]); `None` otherwise or past the last column.
+    pub fn columns(&self, first: usize, n: usize) -> Option<PackedRef<'_>> {
+        if !first.is_multiple_of(NR) || first.checked_add(n)? > self.n {
+            return None;
+        }
+        Some(PackedRef {
+            k: self.k,
+            n,
+            panels: &self.panels[first / NR * self.k * NR..],
+        })
     }
 
     /// Rows of `b`.
@@ -299,7 +322,9 @@ pub fn matmul_packed_step(
     }
     let a = Operand::of(a);
     let kernel = Kernel::for_level(crate::cpu::level());
-    let left = if kernel != Kernel::Portable && b.n.div_ceil(NR) > A_PACK_MIN_PANELS {
+    // a column-major `a` already gives each `k` step's rows from one cache line
+    let packs = a.rs != 1 && b.n.div_ceil(NR) > A_PACK_MIN_PANELS;
+    let left = if kernel != Kernel::Portable && packs {
         Left::PackPerCall(a)
     } else {
         Left::InPlace(a)
@@ -453,17 +478,26 @@ fn drive(
                         let pair = kernel == Kernel::Avx512 && p + 1 < panels_end;
                         let panels = [panel(p), if pair { panel(p + 1) } else { &[] }];
                         let width = if pair { 2 * NR } else { NR };
-                        for (row, rows) in blocks() {
+                        let step = if pair { 2 } else { 1 };
+                        for (index, (row, rows)) in blocks().enumerate() {
                             let (lo, hi) = (row.max(row0), (row + rows).min(row0 + m));
                             if lo >= hi {
                                 continue;
                             }
+                            // the first row block brings these panels in; the next
+                            // ones, reading them from L1, fetch the next panels'
+                            // blocks, one each (weights streaming from memory
+                            // against few rows wait for them otherwise)
+                            let next = p + step + index;
+                            let ahead = (index > 0 && index <= step && next - 1 < panels_end)
+                                .then(|| panel(next - 1));
                             let tile = Tile {
                                 row: lo - row0,
                                 rows: hi - lo,
                                 col: p * NR,
                                 cols: width.min(n - p * NR),
                                 ldc: n,
+                                ahead,
                             };
                             match (packed, &left) {
                                 (Some((data, start)), _) => {
@@ -479,7 +513,7 @@ fn drive(
                                 (None, _) => unreachable!(),
                             }
                         }
-                        p += if pair { 2 } else { 1 };
+                        p += step;
                     }
                 };
                 match &left {
@@ -710,12 +744,15 @@ struct Pass<'a> {
 }
 
 /// The output block one register tile covers.
-struct Tile {
+struct Tile<'a> {
     row: usize,
     rows: usize,
     col: usize,
     cols: usize,
     ldc: usize,
+    /// a panel block (`kc · NR` floats) a later tile reads, which the AVX-512
+    /// kernel prefetches a line per step instead of its own panels ahead
+    ahead: Option<&'a [f32]>,
 }
 
 /// One register tile: `tile.cols` columns from `panels[0]` (and `panels[1]` past
@@ -807,6 +844,11 @@ mod x86 {
 
     /// Steps of `k` ahead that the AVX-512 kernel prefetches `b`'s panels.
     const PREFETCH: usize = 32;
+    /// Steps of `k` ahead that it prefetches the rows of a row-major `a`: a
+    /// convolution's weights at a small feature map meet few columns, so their
+    /// rows stream from memory at the pace of the FMAs (the light ResNet-50's
+    /// 7² layers: 47–52 → 57–65 GFLOP/s; 32, 64 and 128 ahead measured alike).
+    const PREFETCH_A: usize = 32;
 
     /// The offsets of rows `tile.row .. + R` of `a` at column `pass.k0`, after
     /// checking that every element of those rows this pass reads lies in `a.data`
@@ -944,19 +986,29 @@ mod x86 {
         }
         let rows = row_starts::<R>(a, pass, tile);
         assert!(panels.iter().all(|p| p.len() >= pass.kc * NR));
+        // the lines prefetched at step 0 (a line each, one step further per step):
+        // this tile's panels `PREFETCH` steps ahead, or the block of a later tile
+        let prefetch: [*const f32; P] = match tile.ahead {
+            Some(block) => [block.as_ptr(); P],
+            None => std::array::from_fn(|h| panels[h].as_ptr().wrapping_add(PREFETCH * NR)),
+        };
         let base = a.data.as_ptr();
         if a.cs == 1 {
             // rows read in order (`a` row-major, or packed by `pack_a_block`):
             // one pointer per row, each stepping one element
             // SAFETY: `rows` are offsets inside `a.data`, checked above.
             let starts: [*const f32; R] = std::array::from_fn(|r| unsafe { base.add(rows[r]) });
+            // one row's line `PREFETCH_A` steps ahead per step, the rows in turn:
+            // `R ≤ 16` rows cover every line of each row once per 16 steps
+            let mut ahead_row = 0;
             for kk in 0..pass.kc {
+                _mm_prefetch::<_MM_HINT_T0>(starts[ahead_row].wrapping_add(kk + PREFETCH_A).cast());
+                ahead_row = if ahead_row + 1 == R { 0 } else { ahead_row + 1 };
                 // SAFETY: as below; row r of step kk is `rows[r] + kk`, between
                 // the row's first and last elements of this pass, checked above.
                 unsafe {
-                    for panel in &panels[..P] {
-                        let ahead = panel.as_ptr().wrapping_add((kk + PREFETCH) * NR);
-                        _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+                    for &line in &prefetch {
+                        _mm_prefetch::<_MM_HINT_T0>(line.wrapping_add(kk * NR).cast());
                     }
                     let b: [__m512; P] =
                         std::array::from_fn(|h| _mm512_loadu_ps(panels[h].as_ptr().add(kk * NR)));
@@ -974,6 +1026,9 @@ mod x86 {
                 // lie between the rows' first and last elements of this pass, checked
                 // above.
                 unsafe {
+                    for &line in &prefetch {
+                        _mm_prefetch::<_MM_HINT_T0>(line.wrapping_add(kk * NR).cast());
+                    }
                     let b: [__m512; P] =
                         std::array::from_fn(|h| _mm512_loadu_ps(panels[h].as_ptr().add(kk * NR)));
                     for r in 0..R {

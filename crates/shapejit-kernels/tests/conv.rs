@@ -11,7 +11,7 @@ use shapejit_kernels::View;
 use shapejit_kernels::conv::{
     ConvParams, GEMM_MIN_CHANNELS, PackedChannels, PackedConvWeights, Pool, WINOGRAD_MIN_CHANNELS,
     WINOGRAD_MIN_OUTPUTS, Window, conv2d, conv2d_scratch_len, pool2d, pool2d_scratch_len,
-    takes_gemm, takes_winograd,
+    takes_gemm, takes_transposed, takes_winograd,
 };
 use shapejit_kernels::packed::Activation;
 
@@ -797,4 +797,115 @@ fn pools_at(hw: [usize; 2], ceil: bool) {
             check_pool(hw, win, pool, Some(23));
         }
     }
+}
+
+/// Weights packed for the transposed product (small maps: `takes_transposed`)
+/// give the bits of the path they replace — the GEMM path's for 1×1 windows,
+/// the direct path's for k×k ones — at every window, K past one `KC` block,
+/// groups, batch 2, with and without bias, fused activations, a NaN input and
+/// an infinite weight; and a range of the channels (as a thread split computes
+/// them) gives the whole output's bits, starting at a panel (transposed) or not
+/// (the weights unused).
+#[test]
+fn transposed_gives_the_usual_bits() {
+    let windows = [
+        ([1, 1], [1, 1], [0; 4], [1, 1]),
+        ([1, 1], [2, 2], [0; 4], [1, 1]),
+        ([1, 1], [1, 1], [1, 0, 0, 1], [1, 1]),
+        ([3, 3], [1, 1], [1; 4], [1, 1]),
+        ([3, 3], [2, 2], [1; 4], [1, 1]),
+        ([5, 3], [3, 2], [2, 0, 1, 2], [1, 1]),
+        ([3, 3], [1, 1], [2; 4], [2, 2]),
+    ];
+    let mut transposed_runs = 0;
+    for (kernel, strides, pads, dilations) in windows {
+        for (hw, c_in, c_out, groups) in [
+            ([7, 7], 20, 64, 1),
+            ([7, 7], 300, 35, 1),
+            ([13, 9], 6, 100, 2),
+            ([1, 1], 3, 16, 1),
+            ([5, 12], 8, 48, 1),
+        ] {
+            let case = Case {
+                n: 2,
+                c_in,
+                c_out,
+                hw,
+                kernel,
+                strides,
+                pads,
+                dilations,
+                groups,
+                bias: c_in != 6,
+            };
+            if hw[0] + pads[0] + pads[2] < dilations[0] * (kernel[0] - 1) + 1
+                || hw[1] + pads[1] + pads[3] < dilations[1] * (kernel[1] - 1) + 1
+            {
+                continue;
+            }
+            let win = case.window();
+            let (cg, mg) = (c_in / groups, c_out / groups);
+            let mut x = data(2 * c_in * hw[0] * hw[1], 31);
+            let mut w = data(c_out * cg * kernel[0] * kernel[1], 32);
+            if c_in == 300 {
+                x[5] = f32::NAN;
+                w[7] = f32::INFINITY;
+            }
+            let b = data(c_out, 33);
+            let xv = View::contiguous(&x, &[2, c_in, hw[0], hw[1]]).unwrap();
+            let shape = [c_out, cg, kernel[0], kernel[1]];
+            let packed = PackedConvWeights::pack_transposed(&w, shape, groups).unwrap();
+            let mut col = vec![0f32; conv2d_scratch_len(cg, mg, &win, hw)];
+            let p = win.out[0] * win.out[1];
+            let what = format!("{c_in}->{c_out} g{groups} {hw:?} {win:?}");
+            transposed_runs += usize::from(takes_transposed(mg, &win));
+            for activation in [None, Some(Activation::Relu)] {
+                let usual = ConvParams {
+                    w: &w,
+                    bias: case.bias.then_some(&b[..]),
+                    groups,
+                    activation,
+                    packed: None,
+                };
+                let mut want = vec![f32::NAN; 2 * c_out * p];
+                conv2d(&mut want, &xv, &usual, &win, &mut col).unwrap();
+                let with_packed = ConvParams {
+                    packed: Some(PackedChannels {
+                        weights: &packed,
+                        first: 0,
+                    }),
+                    ..usual
+                };
+                let mut got = vec![f32::NAN; want.len()];
+                conv2d(&mut got, &xv, &with_packed, &win, &mut col).unwrap();
+                assert!(bits(&got) == bits(&want), "{what} {activation:?}");
+                if groups > 1 || activation.is_some() {
+                    continue;
+                }
+                let k = cg * kernel[0] * kernel[1];
+                for (lo, hi) in [(0, 16), (16, mg), (8, mg.min(40))] {
+                    let part = ConvParams {
+                        w: &w[lo * k..hi * k],
+                        bias: with_packed.bias.map(|b| &b[lo..hi]),
+                        packed: Some(PackedChannels {
+                            weights: &packed,
+                            first: lo,
+                        }),
+                        ..with_packed
+                    };
+                    let xv1 =
+                        View::contiguous(&x[..c_in * hw[0] * hw[1]], &[1, c_in, hw[0], hw[1]])
+                            .unwrap();
+                    let mut got = vec![f32::NAN; (hi - lo) * p];
+                    conv2d(&mut got, &xv1, &part, &win, &mut col).unwrap();
+                    assert!(
+                        bits(&got) == bits(&want[lo * p..hi * p]),
+                        "{what} channels {lo}..{hi}"
+                    );
+                }
+            }
+        }
+    }
+    // the transposed path ran (k×k windows only at the SIMD levels)
+    assert!(transposed_runs >= 10, "{transposed_runs}");
 }

@@ -1259,7 +1259,7 @@ fn compute(
     let env = ops::Env {
         pool: ctx.inner.pool(),
         packed_b: packed_b(ctx, regs, op, srcs),
-        packed_conv: packed_conv(ctx, regs, op, srcs),
+        packed_conv: packed_conv(ctx, regs, op, srcs, plan.outs.first().map(|(v, _)| v)),
     };
     let pieces =
         ops::execute_planned(op, plan.exec, &refs, &mut outs, scratch, env).map_err(op_error)?;
@@ -1289,6 +1289,7 @@ fn packed_conv<'a>(
     regs: &[Option<RegVal>],
     op: &Op,
     srcs: &[Reg],
+    out: Option<&RegVal>,
 ) -> Option<&'a PackedConvWeights> {
     let Op::Conv2d { groups, window, .. } = op else {
         return None;
@@ -1296,10 +1297,21 @@ fn packed_conv<'a>(
     let (id, t, l) = weights_const(ctx, regs, srcs)?;
     let contiguous = l.offset == 0 && l.shape[..] == *t.shape() && l.is_contiguous();
     let inner = ctx.inner;
+    let (&[c_out, _, kh, kw], &[_, _, oh, ow]) = (t.shape(), &out?.layout.shape[..]) else {
+        return None;
+    };
+    let win = shapejit_kernels::conv::Window {
+        kernel: [kh, kw],
+        strides: window.strides,
+        pads: window.pads,
+        dilations: window.dilations,
+        out: [oh, ow],
+    };
     let form = crate::weights::ConvForm {
         groups: *groups,
         strides: window.strides,
         dilations: window.dilations,
+        transposed: shapejit_kernels::conv::takes_transposed(c_out / groups.max(&1), &win),
     };
     contiguous
         .then(|| inner.packed.get_conv(id, t, form, &inner.counters.global))

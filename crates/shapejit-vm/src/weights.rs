@@ -25,12 +25,17 @@ use std::sync::{Arc, OnceLock};
 pub struct PackedWeights {
     enabled: bool,
     slots: Vec<[OnceLock<Option<Arc<PackedB>>>; 2]>,
-    /// per constant: its convolution weights packed for one convolution form
-    conv: Vec<OnceLock<Option<(ConvForm, PackedConvWeights)>>>,
+    /// per constant, in the usual orientation and transposed: its convolution
+    /// weights packed for one convolution form
+    conv: Vec<[ConvCell; 2]>,
 }
 
+/// A constant's convolution weights, packed once for the form of their first use.
+type ConvCell = OnceLock<Option<(ConvForm, PackedConvWeights)>>;
+
 /// What packing a convolution's weights depends on besides them: the group
-/// count, strides and dilations (Winograd takes stride 1, dilation 1 only).
+/// count, strides and dilations (Winograd takes stride 1, dilation 1 only), and
+/// the orientation of the product (`conv::takes_transposed`: small feature maps).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvForm {
     /// channel groups
@@ -39,6 +44,8 @@ pub struct ConvForm {
     pub strides: [usize; 2],
     /// dilations along H and W
     pub dilations: [usize; 2],
+    /// packed as the transposed product's right operand
+    pub transposed: bool,
 }
 
 impl PackedWeights {
@@ -89,7 +96,7 @@ impl PackedWeights {
         if !self.enabled {
             return None;
         }
-        let cell = self.conv.get(id.index())?;
+        let cell = &self.conv.get(id.index())?[usize::from(form.transposed)];
         let (packed_form, packed) = cell
             .get_or_init(|| {
                 let (&[c_out, cg, kh, kw], DType::F32) = (t.shape(), t.dtype()) else {
@@ -100,9 +107,14 @@ impl PackedWeights {
                     groups,
                     strides,
                     dilations,
+                    transposed,
                 } = form;
                 let w = t.as_slice().ok()?;
-                let packed = PackedConvWeights::pack(w, shape, groups, strides, dilations)?;
+                let packed = if transposed {
+                    PackedConvWeights::pack_transposed(w, shape, groups)?
+                } else {
+                    PackedConvWeights::pack(w, shape, groups, strides, dilations)?
+                };
                 bump(&counters.packed_weight_bytes, packed.bytes() as u64);
                 Some((form, packed))
             })

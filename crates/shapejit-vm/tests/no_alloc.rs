@@ -195,8 +195,9 @@ fn matmul_runs_allocate_only_the_outputs_and_the_kernels_own() {
 /// A 1×1 convolution on constant weights (two groups of 8 output channels) runs
 /// on the weights packed once per module, a 3×3 one after it on the direct path
 /// (the same bits as without packing), a 3×3 one of 32 → 64 channels after that
-/// on Winograd (within rounding of the direct path); a steady-state run
-/// allocates only the outputs.
+/// on Winograd (within rounding of the direct path); from the direct one's
+/// output, a 3×3 stride-2 and a 1×1 convolution on a 5×5 map run transposed (the
+/// same bits); a steady-state run allocates only the outputs.
 #[test]
 fn conv_runs_on_packed_weights_allocate_only_the_outputs() {
     let weights = |shape: &[usize]| {
@@ -206,8 +207,8 @@ fn conv_runs_on_packed_weights_allocate_only_the_outputs() {
     };
     let build = |options: Options| {
         let mut b = GraphBuilder::new("conv");
-        let x = b.input("x", DType::F32, shape!["batch", 8, 16]);
-        let x = b.reshape(x, &[0, 8, 4, 4]).unwrap();
+        let x = b.input("x", DType::F32, shape!["batch", 8, 64]);
+        let x = b.reshape(x, &[0, 8, 8, 8]).unwrap();
         let attrs = ConvAttrs {
             pads: [1; 4],
             groups: 2,
@@ -222,9 +223,26 @@ fn conv_runs_on_packed_weights_allocate_only_the_outputs() {
         let single = ConvAttrs { groups: 1, ..attrs };
         let z = b.conv2d(y, w4, None, single).unwrap();
         b.output("z", z).unwrap();
+        let w5 = b.constant("w5", weights(&[32, 32, 3, 3]));
+        let halving = ConvAttrs {
+            strides: [2, 2],
+            ..single
+        };
+        let t = b.conv2d(y, w5, None, halving).unwrap();
+        let w6 = b.constant("w6", weights(&[16, 32, 1, 1]));
+        let pointwise = ConvAttrs {
+            pads: [0; 4],
+            ..single
+        };
+        let u = b.conv2d(t, w6, None, pointwise).unwrap();
+        b.output("u", u).unwrap();
         Module::new(lower(&b.finish().unwrap()).unwrap(), options).unwrap()
     };
-    let x4 = input(4);
+    let x4 = Tensor::from_vec(
+        (0..4 * 8 * 64).map(|i| (i % 7) as f32 / 7.0).collect(),
+        &[4, 8, 64],
+    )
+    .unwrap();
     let unpacked = build(Options {
         pack_weights: false,
         ..Options::default()
@@ -234,13 +252,16 @@ fn conv_runs_on_packed_weights_allocate_only_the_outputs() {
     let module = build(Options::default());
     let mut rt = module.runtime();
     let got = rt.run(std::slice::from_ref(&x4)).unwrap();
-    // the 1×1 weights, and the 16 transformed 64 × 32 matrices of the last conv
-    assert!(module.stats().global.packed_weight_bytes >= (16 * 4 + 16 * 64 * 32) * 4);
+    // the 1×1 weights, the 16 transformed 64 × 32 matrices of the Winograd conv,
+    // the transposed ones
+    let transposed = 32 * 32 * 9 + 16 * 32;
+    assert!(module.stats().global.packed_weight_bytes >= (16 * 4 + 16 * 64 * 32 + transposed) * 4);
     let bits = |t: &Tensor| -> Vec<u32> {
         let v: &[f32] = t.as_slice().unwrap();
         v.iter().map(|x| x.to_bits()).collect()
     };
     assert_eq!(bits(&got[0]), bits(&want[0]));
+    assert_eq!(bits(&got[2]), bits(&want[2]));
     let (z, direct): (&[f32], &[f32]) = (got[1].as_slice().unwrap(), want[1].as_slice().unwrap());
     assert!(z != direct, "the last convolution ran on the direct path");
     let scale = direct.iter().fold(0f32, |m, v| m.max(v.abs()));
@@ -248,5 +269,5 @@ fn conv_runs_on_packed_weights_allocate_only_the_outputs() {
         assert!((a - b).abs() <= 1e-5 * scale, "Winograd {a} vs direct {b}");
     }
     let (_, n) = allocations_during(|| rt.run(std::slice::from_ref(&x4)).unwrap());
-    assert_eq!(n, output_allocations(2));
+    assert_eq!(n, output_allocations(3));
 }

@@ -159,9 +159,23 @@ pub(crate) fn plan(op: &Op, inputs: &[TensorRef], out: &[usize]) -> Option<Plan>
     })
 }
 
+/// Output channels a convolution piece starts at a multiple of: a panel of
+/// weights packed for the transposed product (`conv::takes_transposed`), which a
+/// piece starting inside a panel could not use.
+const CONV_CHANNEL_STEP: usize = 16;
+
 /// The range of the split axis piece `i` covers.
 pub(crate) fn range(plan: &Plan, size: usize, i: usize) -> (usize, usize) {
-    (i * size / plan.pieces, (i + 1) * size / plan.pieces)
+    let channels = plan.align == Align::Conv && plan.axis == 1;
+    let cut = |i: usize| {
+        let at = i * size / plan.pieces;
+        if channels && i < plan.pieces {
+            at / CONV_CHANNEL_STEP * CONV_CHANNEL_STEP
+        } else {
+            at
+        }
+    };
+    (cut(i), cut(i + 1))
 }
 
 /// The axis of input `idx` (of rank `in_rank`) that runs along the split axis,
@@ -238,7 +252,7 @@ pub(crate) fn piece_refs<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_PIECES, input_layout, plan, range};
+    use super::{Align, CONV_CHANNEL_STEP, MAX_PIECES, Plan, input_layout, plan, range};
     use crate::tensor::{Layout, TensorRef};
     use shapejit_ir::{DType, Op, UnaryOp};
 
@@ -247,6 +261,26 @@ mod tests {
             .iter()
             .map(|l| TensorRef::new(DType::F32, l, data).unwrap())
             .collect()
+    }
+
+    #[test]
+    fn channel_pieces_start_at_a_panel() {
+        for (size, pieces) in [(512, 3), (2048, 12), (200, 3), (64 * 7, 7)] {
+            let p = Plan {
+                axis: 1,
+                pieces,
+                align: Align::Conv,
+            };
+            let covered: Vec<_> = (0..pieces).map(|i| range(&p, size, i)).collect();
+            assert_eq!((covered[0].0, covered[pieces - 1].1), (0, size));
+            for w in covered.windows(2) {
+                assert_eq!(w[0].1, w[1].0);
+                assert!(
+                    w[1].0 % CONV_CHANNEL_STEP == 0 && w[0].0 < w[0].1,
+                    "{covered:?}"
+                );
+            }
+        }
     }
 
     #[test]

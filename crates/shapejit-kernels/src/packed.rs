@@ -488,9 +488,9 @@ fn drive(
                             // ones, reading them from L1, fetch the next panels'
                             // blocks, one each (weights streaming from memory
                             // against few rows wait for them otherwise)
-                            let next = p + step + index;
-                            let ahead = (index > 0 && index <= step && next - 1 < panels_end)
-                                .then(|| panel(next - 1));
+                            let next = (p + step + index).wrapping_sub(1);
+                            let ahead = (1..=step).contains(&index) && next < panels_end;
+                            let ahead = ahead.then(|| panel(next));
                             let tile = Tile {
                                 row: lo - row0,
                                 rows: hi - lo,

@@ -1300,13 +1300,7 @@ fn packed_conv<'a>(
     let (&[c_out, _, kh, kw], &[_, _, oh, ow]) = (t.shape(), &out?.layout.shape[..]) else {
         return None;
     };
-    let win = shapejit_kernels::conv::Window {
-        kernel: [kh, kw],
-        strides: window.strides,
-        pads: window.pads,
-        dilations: window.dilations,
-        out: [oh, ow],
-    };
+    let win = ops::kernel_window(window, [kh, kw], [oh, ow]);
     let form = crate::weights::ConvForm {
         groups: *groups,
         strides: window.strides,

@@ -22,10 +22,11 @@
 
 use super::{ConvGeom, Window, copy_run, pad_phases, padded_len, padded_size};
 use crate::cpu::{self, Level};
+use crate::elementwise::copy;
 use crate::error::KernelError;
 use crate::packed::{Activation, Bias, Epilogue, PackedRef, matmul_packed_step};
 use crate::simd::vector::{Scalar, Simd};
-use crate::view::{StridedShape, View};
+use crate::view::{StridedShape, View, ViewMut};
 
 /// Output positions up to which a convolution with weights packed ahead takes
 /// this path: ResNet-50's 7² layers (49 positions) ran 1.5–2× faster on it; at
@@ -116,23 +117,8 @@ pub(super) fn conv_group(
         }
     }
     matmul_packed_step(product, &a, ch.w_t, 1.0, epilogue, ch.bias_first)?;
-    transpose(out, product, [p, mg]);
-    Ok(())
-}
-
-/// `dst[j, i] = src[i, j]` for a row-major `[rows, cols]` `src`, in square
-/// blocks so both sides stay in a few cache lines.
-fn transpose(dst: &mut [f32], src: &[f32], [rows, cols]: [usize; 2]) {
-    const B: usize = 8;
-    for i0 in (0..rows).step_by(B) {
-        for j0 in (0..cols).step_by(B) {
-            for i in i0..(i0 + B).min(rows) {
-                for j in j0..(j0 + B).min(cols) {
-                    dst[j * rows + i] = src[i * cols + j];
-                }
-            }
-        }
-    }
+    let product_t = View::new(product, StridedShape::new(&[mg, p], &[1, mg as isize], 0)?)?;
+    copy(&mut ViewMut::contiguous(out, &[mg, p])?, &product_t)
 }
 
 /// [`patches`] compiled for `level` (see `super::im2col_at_level`).

@@ -235,7 +235,7 @@ pub(crate) fn pool_type(
 }
 
 /// The kernel window of an op with output size `out`.
-fn kernel_window(window: &Window2d, kernel: [usize; 2], out: [usize; 2]) -> Window {
+pub(crate) fn kernel_window(window: &Window2d, kernel: [usize; 2], out: [usize; 2]) -> Window {
     Window {
         kernel,
         strides: window.strides,

@@ -31,6 +31,7 @@
 //! those stay the same.
 
 mod conv;
+pub(crate) use conv::kernel_window;
 mod data;
 mod elementwise;
 mod index;

@@ -16,8 +16,8 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use shapejit_kernels::View;
 use shapejit_kernels::conv::{
-    ConvParams, PackedChannels, PackedConvWeights, Window, conv2d, conv2d_scratch_len,
-    takes_transposed,
+    ConvParams, PackedChannels, PackedConvWeights, Pool, Window, conv2d, conv2d_scratch_len,
+    pool2d, pool2d_scratch_len, takes_transposed,
 };
 use std::hint::black_box;
 use std::time::Duration;
@@ -164,5 +164,48 @@ fn conv1x1(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, conv3x3, conv1x1);
+/// Max pools of the light CNNs, one image: SqueezeNet's 3×3 stride 2 unpadded
+/// (111² → 55², 55² → 27², 27² → 13²), ResNet-50's 3×3 stride 2 padded
+/// (112² → 56²), and 2×2 stride 2 (VGG-19's 224² → 112²). Throughput counts
+/// output elements.
+fn max_pool(c: &mut Criterion) {
+    let mut group = c.benchmark_group("max_pool");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    for (ch, hw, k, pad) in [
+        (64, 111, 3, 0),
+        (128, 55, 3, 0),
+        (256, 27, 3, 0),
+        (64, 112, 3, 1),
+        (64, 224, 2, 0),
+    ] {
+        let o = (hw + 2 * pad - k) / 2 + 1;
+        let win = Window {
+            kernel: [k, k],
+            strides: [2, 2],
+            pads: [pad; 4],
+            dilations: [1, 1],
+            out: [o, o],
+        };
+        let x: Vec<f32> = (0..ch * hw * hw)
+            .map(|i| (i * 7919 % 1000) as f32 / 1000.0 - 0.5)
+            .collect();
+        let xv = View::contiguous(&x, &[1, ch, hw, hw]).expect("x fits");
+        let mut scratch = vec![0f32; pool2d_scratch_len(&win, [hw, hw])];
+        let mut out = vec![0f32; ch * o * o];
+        group.throughput(Throughput::Elements((ch * o * o) as u64));
+        let name = format!("{ch}x{hw}k{k}p{pad}");
+        group.bench_function(BenchmarkId::from_parameter(name), |bench| {
+            bench.iter(|| {
+                pool2d(&mut out, &xv, &win, Pool::Max, &mut scratch).expect("shapes agree");
+                black_box(&out);
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, conv3x3, conv1x1, max_pool);
 criterion_main!(benches);

@@ -17,7 +17,9 @@
 //! [`TRANSPOSED_MAX_POSITIONS`] output positions) with weights packed for it
 //! run the product transposed instead (`transposed`, [`takes_transposed`]):
 //! the output channels are the GEMM's columns, so the weights stream once. Pooling
-//! runs on the same phase planes. All of it vectorized at the CPU level in use.
+//! (`pool`) folds each output row from a ring of padded input rows, or on the
+//! direct path's phase planes for other strides and layouts. All of it
+//! vectorized at the CPU level in use.
 //!
 //! **Invariant:** padded cells read as 0 for conv, never win a max pool, and
 //! count in an average only when asked to (and only inside the declared padding).
@@ -34,9 +36,11 @@ use crate::simd::vector::{Scalar, Simd};
 use crate::view::{StridedShape, View, ViewMut};
 
 mod direct;
+mod pool;
 mod transposed;
 mod winograd;
 
+pub use pool::{Pool, pool2d, pool2d_scratch_len};
 pub use transposed::{TRANSPOSED_MAX_POSITIONS, TRANSPOSED_MIN_OUTPUTS};
 pub use winograd::{WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_OUTPUTS};
 
@@ -874,117 +878,5 @@ fn col2im(out: &mut [f32], col: &[f32], [h, wd]: [usize; 2], win: &Window) {
                 }
             }
         }
-    }
-}
-
-/// Which pooling reduction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pool {
-    /// maximum of the cells inside the input (NaN propagates)
-    Max,
-    /// mean; the divisor counts padded cells when `count_include_pad`
-    Avg {
-        /// count padded cells (inside the declared padding) in the divisor
-        count_include_pad: bool,
-    },
-}
-
-/// Scratch elements [`pool2d`] needs on an `input` (H, W) image: one
-/// channel's phase planes.
-pub fn pool2d_scratch_len(win: &Window, input: [usize; 2]) -> usize {
-    direct::Planes::new(win, input).scratch_len(1, 1)
-}
-
-/// Pools `x` (`[N, C, H, W]`, any layout) into contiguous `out` (`[N, C, OH, OW]`);
-/// `scratch` holds at least [`pool2d_scratch_len`] elements.
-///
-/// Each channel is rearranged into the phase planes of its padded input (padding
-/// −∞ for max, 0 for the average's sum) and reduced over the taps in `(i, j)`
-/// order a vector of output positions at a time (`direct`); 2×2 windows at
-/// stride 2 without padding over rows of unit element stride skip the planes and
-/// read the input directly, folding the taps in the same order; the average's
-/// divisor is per position (its valid rows times its valid columns). Results
-/// equal the per-element definition exactly, at every CPU level.
-pub fn pool2d(
-    out: &mut [f32],
-    x: &View<f32>,
-    win: &Window,
-    pool: Pool,
-    scratch: &mut [f32],
-) -> Result<(), KernelError> {
-    let [n, c, h, wd] = dims4("pool input", x.shape())?;
-    let [oh, ow] = win.out;
-    if out.len() != n * c * oh * ow {
-        return Err(KernelError::ShapeMismatch {
-            what: "pool output",
-            expected: vec![n, c, oh, ow],
-            actual: vec![out.len()],
-        });
-    }
-    if out.is_empty() {
-        return Ok(());
-    }
-    let need = pool2d_scratch_len(win, [h, wd]);
-    if scratch.len() < need {
-        return Err(KernelError::Invalid(format!(
-            "pool scratch of {} elements, need {need}",
-            scratch.len()
-        )));
-    }
-    let planes = direct::Planes::new(win, [h, wd]);
-    let reduce = match pool {
-        Pool::Max => direct::Reduce::Max,
-        Pool::Avg { .. } => direct::Reduce::Sum,
-    };
-    let g = ConvGeom {
-        data: x.data(),
-        offset: x.geom().offset() as isize,
-        xs: x.geom().strides(),
-        size: [h, wd],
-        cg: 1,
-        win,
-    };
-    let halving = direct::is_halving(win, [h, wd]) && g.xs[3] == 1;
-    for (idx, plane) in out.chunks_exact_mut(oh * ow).enumerate() {
-        let (img, ch) = (idx / c, idx % c);
-        let base = g.offset + img as isize * g.xs[0] + ch as isize * g.xs[1];
-        if halving {
-            direct::pool_halving(plane, &g, base, reduce);
-        } else {
-            direct::pool_plane(plane, &g, base, &planes, scratch, reduce);
-        }
-        if let Pool::Avg { count_include_pad } = pool {
-            for (oy, row) in plane.chunks_exact_mut(ow).enumerate() {
-                average_row(row, oy, [h, wd], win, count_include_pad);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Divides the sums of output row `oy` by each position's cell count: the
-/// window's cells inside the input, or with `count_include_pad` inside the
-/// declared padding too (never past the end padding, where a ceil-mode window
-/// may reach).
-fn average_row(
-    row: &mut [f32],
-    oy: usize,
-    [h, wd]: [usize; 2],
-    win: &Window,
-    count_include_pad: bool,
-) {
-    let [kh, kw] = win.kernel;
-    let iys = (0..kh).map(|i| win.coord(0, oy, i));
-    let rows_in = iys.clone().filter(|&iy| iy >= 0 && iy < h as isize).count();
-    let rows_padded = iys.filter(|&iy| iy < (h + win.pads[2]) as isize).count();
-    let pw = (wd + win.pads[3]) as isize;
-    for (ox, o) in row.iter_mut().enumerate() {
-        let cols = (0..kw).map(|j| win.coord(1, ox, j));
-        let count = if count_include_pad {
-            rows_padded * cols.filter(|&ix| ix < pw).count()
-        } else {
-            rows_in * cols.filter(|&ix| ix >= 0 && ix < wd as isize).count()
-        };
-        *o /= count as f32;
     }
 }

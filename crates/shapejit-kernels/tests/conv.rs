@@ -14,6 +14,7 @@ use shapejit_kernels::conv::{
     takes_gemm, takes_transposed, takes_winograd,
 };
 use shapejit_kernels::packed::Activation;
+use shapejit_kernels::view::StridedShape;
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
     support::data(n, seed, -1.0, 1.0)
@@ -797,6 +798,117 @@ fn pools_at(hw: [usize; 2], ceil: bool) {
             check_pool(hw, win, pool, Some(23));
         }
     }
+}
+
+/// Pools a `[2, 3, h, w]` input given as a contiguous view (the row path, or
+/// the halving path for 2×2 windows at stride 2) and as a view whose columns
+/// are every other float of a wider buffer (the phase-plane path).
+fn pool_both_layouts(x: &[f32], hw: [usize; 2], win: &Window, pool: Pool) -> [Vec<u32>; 2] {
+    let [h, w] = hw;
+    let [oh, ow] = win.out;
+    let spread: Vec<f32> = x.iter().flat_map(|&v| [v, 7.0]).collect();
+    let geom = StridedShape::new(
+        &[2, 3, h, w],
+        &[
+            (6 * h * w) as isize,
+            (2 * h * w) as isize,
+            2 * w as isize,
+            2,
+        ],
+        0,
+    )
+    .unwrap();
+    let views = [
+        View::contiguous(x, &[2, 3, h, w]).unwrap(),
+        View::new(&spread, geom).unwrap(),
+    ];
+    views.map(|xv| {
+        let mut out = vec![0f32; 6 * oh * ow];
+        let mut scratch = vec![0f32; pool2d_scratch_len(win, hw)];
+        pool2d(&mut out, &xv, win, pool, &mut scratch).unwrap();
+        out.iter().map(|v| v.to_bits()).collect()
+    })
+}
+
+/// Every pooling path gives the same bits — which of two NaNs (the maximum),
+/// which of ±0 —
+/// for windows of either column stride the row path takes, with padding,
+/// dilation, ceil mode, rows of more than four vectors, 2×2 halving, and a
+/// column stride of 3 (planes either way).
+#[test]
+fn pool_paths_give_the_same_bits() {
+    let mut checked = 0;
+    for hw in [[9, 10], [12, 111], [5, 150], [7, 7], [3, 33]] {
+        let [h, w] = hw;
+        let mut x = data(6 * h * w, 41);
+        // ties between +0 and −0, two NaN payloads, −∞ and +∞
+        for (i, v) in x.iter_mut().enumerate() {
+            match i % 13 {
+                0 => *v = 0.0,
+                1 => *v = -0.0,
+                _ => {}
+            }
+        }
+        x[3] = f32::from_bits(0x7fc0_0001);
+        x[5] = f32::from_bits(0xffc0_0002);
+        x[w + 2] = f32::NEG_INFINITY;
+        x[6 * h * w - 1] = f32::INFINITY;
+        for (kernel, strides, pads, dilations, ceil) in [
+            ([3, 3], [2, 2], [0; 4], [1, 1], false),
+            ([3, 3], [2, 2], [1; 4], [1, 1], false),
+            ([3, 3], [1, 1], [1; 4], [1, 1], false),
+            ([2, 2], [2, 2], [0; 4], [1, 1], false),
+            ([3, 2], [2, 1], [1, 0, 2, 1], [1, 2], true),
+            ([2, 3], [1, 2], [0, 2, 1, 1], [2, 1], true),
+            ([1, 1], [1, 2], [0; 4], [1, 1], false),
+            ([3, 3], [1, 3], [1; 4], [1, 1], false),
+        ] {
+            let size = if ceil { ceil_out_size } else { out_size };
+            let out = [0, 1].map(|d| {
+                let reach = dilations[d] * (kernel[d] - 1) + 1;
+                (hw[d] + pads[d] + pads[d + 2] >= reach).then(|| {
+                    size(
+                        hw[d],
+                        kernel[d],
+                        strides[d],
+                        (pads[d], pads[d + 2]),
+                        dilations[d],
+                    )
+                })
+            });
+            let [Some(oh), Some(ow)] = out else { continue };
+            let win = Window {
+                kernel,
+                strides,
+                pads,
+                dilations,
+                out: [oh, ow],
+            };
+            for pool in [
+                Pool::Max,
+                Pool::Avg {
+                    count_include_pad: true,
+                },
+                Pool::Avg {
+                    count_include_pad: false,
+                },
+            ] {
+                let [rows, planes] = pool_both_layouts(&x, hw, &win, pool);
+                // a sum's NaN payload depends on the order the compiler gives
+                // an addition's operands: the average keeps NaN-ness only
+                let same = |(&a, &b): (&u32, &u32)| {
+                    let nan = |v: u32| f32::from_bits(v).is_nan();
+                    a == b || (pool != Pool::Max && nan(a) && nan(b))
+                };
+                assert!(
+                    rows.iter().zip(&planes).all(same),
+                    "{pool:?} {hw:?} {win:?}:\n{rows:?}\n{planes:?}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 100, "{checked} cases");
 }
 
 /// Weights packed for the transposed product (small maps: `takes_transposed`)

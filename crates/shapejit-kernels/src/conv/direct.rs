@@ -1,6 +1,7 @@
 //! The direct convolution path (every k×k window, and groups of few output
 //! channels, depthwise above all, where a GEMM tile would mostly multiply
-//! padding), and pooling on the same phase planes.
+//! padding), and pooling on the same phase planes where the row path
+//! (`pool`) does not apply.
 //!
 //! Per image and group, the group's input channels are first rearranged into
 //! *phase planes* of the zero-padded input: for strides `sH × sW`, plane
@@ -36,7 +37,7 @@ use std::ops::Range;
 
 /// Lanes the planes are padded for (the widest level's), so scratch sizes do
 /// not depend on the level in use.
-const MAX_LANES: usize = 16;
+pub(super) const MAX_LANES: usize = 16;
 /// Output channels computed together: each loaded input vector feeds this
 /// many accumulators.
 pub(super) const CHANNEL_BLOCK: usize = 4;
@@ -632,7 +633,7 @@ pub(super) enum Reduce {
 
 impl Reduce {
     /// The fold's start: −∞ for the maximum, 0 for the sum.
-    fn init(self) -> f32 {
+    pub(super) fn init(self) -> f32 {
         match self {
             Reduce::Max => f32::NEG_INFINITY,
             Reduce::Sum => 0.0,
@@ -703,13 +704,11 @@ pub(super) fn pool_halving(out: &mut [f32], g: &ConvGeom, base: isize, reduce: R
 
 /// The fold of one more tap into `acc`, as [`pool_with`] does.
 #[inline(always)]
-fn fold_tap<S: Simd>(s: S, reduce: Reduce, acc: S::V, v: S::V) -> S::V {
+pub(super) fn fold_tap<S: Simd>(s: S, reduce: Reduce, acc: S::V, v: S::V) -> S::V {
     match reduce {
-        // `if v > acc || v.is_nan() { v } else { acc }`
-        Reduce::Max => {
-            let larger = s.select(s.lt(acc, v), v, acc);
-            s.select(s.eq(v, v), larger, v)
-        }
+        // `if v > acc || v.is_nan() { v } else { acc }`: `max(v, acc)` is
+        // `if v > acc { v } else { acc }`, and a NaN `v` replaces it
+        Reduce::Max => s.select(s.eq(v, v), s.max(v, acc), v),
         Reduce::Sum => s.add(acc, v),
     }
 }

@@ -150,8 +150,18 @@ fn map_activation(
     out: &mut TensorMut,
     a: Activation,
 ) -> Result<(), OpError> {
-    let act = activation(a);
-    map1(op, inputs, out, move |x: f32| act.apply(x))
+    // one closure per variant, so the variant is a constant inside the loop
+    // and the contiguous runs vectorize (`act.apply` on a captured `act`
+    // branched per element)
+    match activation(a) {
+        KernelActivation::Relu => map1(op, inputs, out, |x: f32| KernelActivation::Relu.apply(x)),
+        KernelActivation::LeakyRelu(alpha) => map1(op, inputs, out, move |x: f32| {
+            KernelActivation::LeakyRelu(alpha).apply(x)
+        }),
+        KernelActivation::Clip { min, max } => map1(op, inputs, out, move |x: f32| {
+            KernelActivation::Clip { min, max }.apply(x)
+        }),
+    }
 }
 
 /// The f32 function of a unary op (`None`: not a float op).

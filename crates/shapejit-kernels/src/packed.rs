@@ -12,9 +12,10 @@
 //! AVX-512 the kernel takes two panels at a time against up to 12 rows (24 zmm
 //! accumulators, masked loads and stores at the right edge). Rows of `a` are read in place for narrow
 //! products; when `b` has more than a few panels, each `MC × KC` block of `a` is
-//! first copied, row block by row block, so the kernel reads its rows' values of one
-//! `k` step from one cache line (a thread-local scratch that grows once; a
-//! column-major `a` has them so already and is read in place). The AVX-512 kernel
+//! first copied, register tile by register tile, each column by column, so the
+//! kernel reads its rows' values of one `k` step from consecutive floats (a
+//! thread-local scratch that grows once; a column-major `a` has them so already and
+//! is read in place). The panels start on a cache line (no vector load spans two). The AVX-512 kernel
 //! prefetches a line of its panels per step, some steps ahead, or — on the row
 //! blocks after a panel block's first, which find it in L1 — a line of the next
 //! panels' block, and a line of a row-major `a`'s rows: weights that stream from

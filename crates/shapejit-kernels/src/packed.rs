@@ -258,7 +258,7 @@ impl PackedB {
 
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        self.panels().len() * std::mem::size_of::<f32>()
+        std::mem::size_of_val(self.panels())
     }
 }
 

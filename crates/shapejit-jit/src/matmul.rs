@@ -14,7 +14,9 @@
 //! chooses by the same rule).
 //!
 //! A call may run in pieces of the output's dim 0 ([`MatMulKernel::run_pieces`]): each
-//! piece multiplies its rows and applies the epilogue to them while they are in cache.
+//! piece multiplies its rows and applies the epilogue to them while they are in cache;
+//! a product of few rows on packed weights splits by columns instead (each thread
+//! streams its share of the weights), its epilogue whole after it.
 //!
 //! **Invariant:** each output row is written twice: by the GEMM, then element by
 //! element by the epilogue; nothing else reads it in between.
@@ -23,8 +25,9 @@
 
 use std::sync::Arc;
 
-use shapejit_kernels::packed::{PackedB, matmul_packed, packed_pays};
+use shapejit_kernels::packed::{PackedB, matmul_packed, matmul_packed_ref, packed_pays};
 use shapejit_kernels::{View, ViewMut, matmul::matmul};
+use shapejit_vm::ops::{column_pieces, column_range};
 use smallvec::SmallVec;
 
 use crate::elementwise::{
@@ -189,7 +192,7 @@ impl MatMulKernel {
         out: &mut [f32],
         outer: usize,
     ) -> Result<(), JitError> {
-        self.run_pieces(a, b, extras, out, outer, 1, &in_order)
+        self.run_pieces(a, b, extras, out, outer, (1, 1), &in_order)
     }
 
     /// As [`Self::run`], in up to `pieces` ranges of the output's dim 0 handed to
@@ -197,10 +200,13 @@ impl MatMulKernel {
     /// when all are done): each piece multiplies its rows of a rank-2 `a` and applies
     /// the epilogue to them while they are in cache; with fewer dim-0 indices than
     /// `pieces` (batch 1) only the product of a rank-2 `a` runs in row ranges, the
-    /// epilogue whole after it. Other products run whole. Every
-    /// piece takes the whole call's GEMM path (packed weights or `gemm`), whose rows do
-    /// not depend on the other rows of the product (the k order is fixed), so outputs
-    /// do not depend on `pieces` (tested at 1, 2 and 3 threads).
+    /// epilogue whole after it — or, on packed weights that
+    /// `shapejit_vm::ops::column_pieces` splits on `threads` threads (as the
+    /// interpreter does), the product in column ranges. Other products run whole.
+    /// Every piece takes the whole call's GEMM path (packed weights or `gemm`), whose
+    /// elements do not depend on the product's other rows or columns (the k order is
+    /// fixed), so outputs do not depend on `pieces` or `threads` (tested at 1, 2 and
+    /// 3 threads).
     #[allow(clippy::too_many_arguments)]
     pub fn run_pieces(
         &self,
@@ -209,7 +215,7 @@ impl MatMulKernel {
         extras: &[&[f32]],
         out: &mut [f32],
         outer: usize,
-        pieces: usize,
+        (pieces, threads): (usize, usize),
         spread: Spread,
     ) -> Result<(), JitError> {
         let name = || self.code().name().to_string();
@@ -275,7 +281,12 @@ impl MatMulKernel {
             1
         };
         let packed = self.packed_for(a, b, numel);
-        if pieces == 1 && row_pieces == 1 {
+        let columns = match packed {
+            Some(p) if pieces == 1 && flat => column_pieces(rows, p.k(), n, threads),
+            _ => 1,
+        };
+        let row_pieces = if columns > 1 { 1 } else { row_pieces };
+        if pieces == 1 && row_pieces == 1 && columns == 1 {
             self.gemm(a, b, packed, &mut out[..numel], &gemm_shape)?;
         }
         let operands = Operands { a, b, packed };
@@ -289,7 +300,13 @@ impl MatMulKernel {
             error: std::sync::Mutex::new(None),
         };
         if pieces == 1 {
-            if row_pieces > 1 {
+            if let Some(p) = packed.filter(|_| columns > 1) {
+                spread(columns, &|i| {
+                    let range = column_range(n, columns, i);
+                    shared.record(shared.gemm_columns(self, a, p, range, (rows, n)));
+                });
+                shared.take_error()?;
+            } else if row_pieces > 1 {
                 spread(row_pieces, &|i| {
                     let range = (i * rows / row_pieces, (i + 1) * rows / row_pieces);
                     shared.record(shared.gemm_rows(self, &operands, range, n));
@@ -332,6 +349,11 @@ impl MatMulKernel {
     }
 }
 
+thread_local! {
+    /// A column piece's product (`rows × its columns`), grown once per thread.
+    static COLUMNS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// The product's operands of one call.
 struct Operands<'a, 'v> {
     a: &'a View<'v, f32>,
@@ -347,8 +369,8 @@ struct Shared {
     error: std::sync::Mutex<Option<JitError>>,
 }
 
-// SAFETY: pieces write disjoint row ranges of `out` and only read the inputs, while
-// the call that made the pointers waits for them.
+// SAFETY: pieces write disjoint row (or column) ranges of `out` and only read the
+// inputs, while the call that made the pointers waits for them.
 unsafe impl Sync for Shared {}
 
 impl Shared {
@@ -372,6 +394,39 @@ impl Shared {
         // SAFETY: rows `lo..hi` of the checked output; the callers' ranges are disjoint.
         let out = unsafe { std::slice::from_raw_parts_mut(self.out.add(lo * n), rows * n) };
         kernel.gemm(&geom, b, *packed, out, &[rows, n])
+    }
+
+    /// Columns `lo..hi` of the (rank-2, `rows × n`) product on packed weights:
+    /// computed into this thread's [`COLUMNS`] buffer, then copied into place.
+    fn gemm_columns(
+        &self,
+        kernel: &MatMulKernel,
+        a: &View<f32>,
+        packed: &PackedB,
+        (lo, hi): (usize, usize),
+        (rows, n): (usize, usize),
+    ) -> Result<(), JitError> {
+        let err = |message: String| JitError::Gemm {
+            kernel: kernel.code().name().to_string(),
+            message,
+        };
+        let width = hi - lo;
+        let b = packed
+            .columns(lo, width)
+            .ok_or_else(|| err(format!("columns {lo}..{hi} are not a run of panels")))?;
+        COLUMNS.with_borrow_mut(|buf| {
+            buf.clear();
+            buf.resize(rows * width, 0.0);
+            matmul_packed_ref(buf, a, b, kernel.alpha).map_err(|e| err(e.to_string()))?;
+            for (r, src) in buf.chunks_exact(width).enumerate() {
+                // SAFETY: columns `lo..hi` of row `r < rows` of the checked output;
+                // the callers' column ranges are disjoint.
+                let dst =
+                    unsafe { std::slice::from_raw_parts_mut(self.out.add(r * n + lo), width) };
+                dst.copy_from_slice(src);
+            }
+            Ok(())
+        })
     }
 
     /// Piece `i` of `pieces`: rows `lo·per..hi·per` of the product, then the epilogue

@@ -238,7 +238,8 @@ fn packed_weights_serve_their_own_view_only() {
 /// A call split into pieces of the output's dim 0 (what the tier does with an intra-op
 /// pool) gives the same bits as the whole call, on `gemm` and on packed weights, for
 /// piece counts that do and do not divide the batch; at batch 1 the product alone
-/// runs in row ranges (packed, and on `gemm` at 300 rows).
+/// runs in row ranges (packed, and on `gemm` at 300 rows) or, with few rows on
+/// large packed weights, in column ranges.
 #[test]
 fn pieces_equal_the_whole_call_bit_for_bit() {
     for (batch, m, k, n) in [
@@ -247,6 +248,9 @@ fn pieces_equal_the_whole_call_bit_for_bit() {
         (3, 100, 48, 17),
         (1, 40, 33, 24),
         (1, 300, 20, 17),
+        // few rows on 2 MiB of weights: packed, the product in column ranges
+        (1, 1, 512, 1000),
+        (1, 5, 512, 1000),
     ] {
         for packed in [false, true] {
             for mode in [ShapeMode::Exact, ShapeMode::Family] {
@@ -268,7 +272,7 @@ fn pieces_equal_the_whole_call_bit_for_bit() {
                 kernel
                     .run(&av, &wv, &[&bias, &res], &mut whole, batch)
                     .unwrap();
-                for pieces in [2, 3, 5, batch] {
+                for (pieces, threads) in [(2, 2), (3, 3), (5, 2), (batch, 3)] {
                     let mut split = vec![f32::NAN; batch * m * n];
                     kernel
                         .run_pieces(
@@ -277,7 +281,7 @@ fn pieces_equal_the_whole_call_bit_for_bit() {
                             &[&bias, &res],
                             &mut split,
                             batch,
-                            pieces,
+                            (pieces, threads),
                             &|p, f| (0..p).rev().for_each(f),
                         )
                         .unwrap();
@@ -286,7 +290,7 @@ fn pieces_equal_the_whole_call_bit_for_bit() {
                             .iter()
                             .zip(&split)
                             .all(|(x, y)| x.to_bits() == y.to_bits()),
-                        "{batch}x{m}x{k}x{n} packed {packed} {mode:?}: {pieces} pieces differ"
+                        "{batch}x{m}x{k}x{n} packed {packed} {mode:?}: {pieces} pieces, {threads} threads differ"
                     );
                 }
             }

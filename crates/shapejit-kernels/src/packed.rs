@@ -54,10 +54,12 @@ pub const PACKED_MAX_ROWS: usize = 256;
 /// Whether an `[m, k] @ [k, n]` product with `b` already packed is faster through
 /// [`matmul_packed`] than through `gemm` (`crate::matmul::matmul`), measured at the
 /// reference shapes (`cargo bench -p shapejit-benches --bench gemm`, `sweep/…`): from
-/// 2 rows (one row is a matrix-vector product, where `gemm` is faster) to
-/// [`PACKED_MAX_ROWS`] − 1. Both tiers choose by this one rule.
+/// 1 row to [`PACKED_MAX_ROWS`] − 1. (One row, a matrix-vector product: on the
+/// Intel machines 30 vs 22 GFLOP/s at 1×512×1024, 14 vs 14 at 1×1024×1024; and
+/// only packed weights split by columns across threads, see the interpreter's
+/// `ops::columns`.) Both tiers choose by this one rule.
 pub fn packed_pays(m: usize, _k: usize, _n: usize) -> bool {
-    (2..PACKED_MAX_ROWS).contains(&m)
+    (1..PACKED_MAX_ROWS).contains(&m)
 }
 
 /// A `[k, n]` matrix packed into column panels.

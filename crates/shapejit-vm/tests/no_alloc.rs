@@ -153,6 +153,35 @@ fn matmul_runs_on_packed_weights_allocate_only_the_outputs() {
     assert_eq!(n, output_allocations(1));
 }
 
+/// A batch-1 product on 2 MiB of packed weights runs split by columns on two
+/// threads (each piece into its scratch, then copied): a steady-state run
+/// allocates only the outputs.
+#[test]
+fn column_split_products_allocate_only_the_outputs() {
+    let (k, n) = (512, 1024);
+    let w = Tensor::from_vec((0..k * n).map(|i| (i % 5) as f32).collect(), &[k, n]).unwrap();
+    let mut b = GraphBuilder::new("gemv");
+    let x = b.input("x", DType::F32, shape![1, k as i64]);
+    let wv = b.constant("w", w);
+    let y = b.matmul(x, wv).unwrap();
+    b.output("y", y).unwrap();
+    let options = Options {
+        threads: 2,
+        ..Options::default()
+    };
+    let module = Module::new(lower(&b.finish().unwrap()).unwrap(), options).unwrap();
+    let mut rt = module.runtime();
+    let x = Tensor::from_vec(vec![0.5f32; k], &[1, k]).unwrap();
+    for _ in 0..2 {
+        rt.run(std::slice::from_ref(&x)).unwrap();
+    }
+    assert!(module.stats().global.split_ops > 0, "the product ran whole");
+    for _ in 0..4 {
+        let (_, count) = allocations_during(|| rt.run(std::slice::from_ref(&x)).unwrap());
+        assert_eq!(count, output_allocations(1));
+    }
+}
+
 /// Without packed weights, a run allocates the outputs plus exactly what the
 /// matmul op allocates when called directly on the same operands: the VM adds
 /// nothing. (The `gemm` kernel allocates on each call; when it stops, this bound

@@ -399,7 +399,8 @@ impl JitKernel {
                         let numel = rows * shape[r - 1];
                         let extent = rows / MIN_SPLIT_ROWS;
                         let pieces = pieces_for(numel, 20 * ka as u128, extent);
-                        k.run_pieces(a, b, &extras, out, outer, pieces, &|n, f| pool.run(n, f))
+                        let split = (pieces, pool.threads());
+                        k.run_pieces(a, b, &extras, out, outer, split, &|n, f| pool.run(n, f))
                     }
                     None => k.run(a, b, &extras, out, outer),
                 };

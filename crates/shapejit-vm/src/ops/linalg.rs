@@ -103,7 +103,7 @@ fn operand_geom(
 
 /// `a` (rank ≥ 2) seen as one `[rows, k]` matrix, when its leading dims fold into
 /// the rows with one stride.
-fn folded_rows<'a>(a: &View<'a, f32>) -> Option<View<'a, f32>> {
+pub(crate) fn folded_rows<'a>(a: &View<'a, f32>) -> Option<View<'a, f32>> {
     let g = a.geom();
     let r = g.rank();
     if r < 2 {

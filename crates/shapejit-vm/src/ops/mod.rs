@@ -30,6 +30,7 @@
 //! only (never of their contents), so a caller may keep their results while
 //! those stay the same.
 
+mod columns;
 mod conv;
 pub(crate) use conv::kernel_window;
 mod data;
@@ -42,6 +43,7 @@ mod shape;
 mod split;
 mod util;
 
+pub use columns::{column_pieces, column_range};
 pub(crate) use split::MAX_PIECES;
 pub use split::pieces_for;
 pub use util::broadcast_shapes;
@@ -452,6 +454,12 @@ pub fn execute_planned(
     env: Env<'_>,
 ) -> Result<usize, OpError> {
     let threads = env.pool.map_or(1, Pool::threads);
+    if let ([out], Some(pool), Some(packed)) = (&mut *outputs, env.pool, env.packed_b)
+        && let Some(split) = columns::plan(op, inputs, Some(packed), threads)
+    {
+        columns::execute(op, inputs, out, scratch, pool, packed, split)?;
+        return Ok(split.pieces());
+    }
     if let [out] = outputs
         && let Some(plan) = plan.split.and_then(|p| p.for_threads(threads))
     {

@@ -248,9 +248,9 @@ fn pieces_equal_the_whole_call_bit_for_bit() {
         (3, 100, 48, 17),
         (1, 40, 33, 24),
         (1, 300, 20, 17),
-        // few rows on 2 MiB of weights: packed, the product in column ranges
-        (1, 1, 512, 1000),
-        (1, 5, 512, 1000),
+        // few rows on 2.4 MiB of weights: packed, the product in column ranges
+        (1, 1, 640, 1000),
+        (1, 40, 640, 1000),
     ] {
         for packed in [false, true] {
             for mode in [ShapeMode::Exact, ShapeMode::Family] {

@@ -101,12 +101,12 @@ fn fused_bias_is_bit_identical_to_the_separate_add() {
     }
 }
 
-/// Few rows against 2 MiB of weights split by columns at 2 and 3 threads (the
+/// Few rows against 2.4 MiB of weights split by columns at 2 and 3 threads (the
 /// last piece's columns not a whole panel pair): the same bits at every thread
 /// count, and each element within rounding of the product in f64.
 #[test]
 fn wide_products_split_by_columns_keep_their_bits() {
-    let (k, n) = (512, 1000);
+    let (k, n) = (640, 1000);
     let (w, bias) = weights(k, n);
     for rows in [1, 3, 17, 64] {
         let xs = values(rows * k, 10 + rows as u64);

@@ -85,8 +85,12 @@ fn rule(op: &Op, inputs: &[TensorRef], out: &[usize]) -> Option<(usize, Align, u
     let rank = out.len();
     let last = |i: usize| inputs.get(i).and_then(|t| t.shape().last().copied());
     Some(match op {
-        Op::Binary(_) | Op::Where | Op::Cast { .. } => (rank, Align::Trailing, 300),
-        Op::Unary(_) => (rank, Align::Trailing, 1_000),
+        // ~140 ps per element in L2, ~400 beyond it; a unary op ~140 (neg) to ~500
+        // (gelu), tanh 260, sigmoid 300 (`run --profile`, Intel, batch 16 of
+        // `elementwise.onnx`): an op of 64 K elements in a core's L2 runs whole,
+        // which split cost twice its time (its data read from the other core's
+        // cache, the next op's read back)
+        Op::Binary(_) | Op::Where | Op::Cast { .. } | Op::Unary(_) => (rank, Align::Trailing, 300),
         Op::MatMul | Op::MatMulBias => {
             if inputs.iter().take(2).any(|t| t.shape().len() < 2) {
                 return None;
@@ -285,18 +289,24 @@ mod tests {
 
     #[test]
     fn small_ops_and_batch_one_rows_stay_whole() {
-        let data = vec![0u8; 4 * 64 * 4096];
+        let data = vec![0u8; 4 * 256 * 4096];
         let l = [Layout::contiguous(&[1, 32, 256])];
         assert_eq!(
             plan(&Op::Unary(UnaryOp::Exp), &refs(&l, &data), &[1, 32, 256]),
             None
         );
-        let l = [Layout::contiguous(&[64, 4096])];
-        let p = plan(&Op::Unary(UnaryOp::Exp), &refs(&l, &data), &[64, 4096]).unwrap();
+        // 64 K elements (a core's L2) run whole; 1 M in the most pieces
+        let l = [Layout::contiguous(&[16, 4096])];
+        assert_eq!(
+            plan(&Op::Unary(UnaryOp::Exp), &refs(&l, &data), &[16, 4096]),
+            None
+        );
+        let l = [Layout::contiguous(&[256, 4096])];
+        let p = plan(&Op::Unary(UnaryOp::Exp), &refs(&l, &data), &[256, 4096]).unwrap();
         assert_eq!((p.axis(), p.pieces()), (0, MAX_PIECES));
-        let covered: Vec<_> = (0..p.pieces()).map(|i| range(&p, 64, i)).collect();
+        let covered: Vec<_> = (0..p.pieces()).map(|i| range(&p, 256, i)).collect();
         assert_eq!(covered.first().unwrap().0, 0);
-        assert_eq!(covered.last().unwrap().1, 64);
+        assert_eq!(covered.last().unwrap().1, 256);
         assert!(
             covered
                 .windows(2)

@@ -77,7 +77,10 @@ pub fn unary<A: Copy, O: Copy>(
         |[o, x], len, [so, sx]| {
             if so == 1 && sx == 1 {
                 let (dst, src) = (&mut dst[o..o + len], &src[x..x + len]);
-                dispatch(|| map1(dst, src, &f));
+                dispatch(
+                    #[inline(always)]
+                    || map1(dst, src, &f),
+                );
             } else if so == 1 && sx == 0 {
                 dst[o..o + len].fill(f(src[x]));
             } else {
@@ -155,15 +158,24 @@ pub fn binary<A: Copy, B: Copy, O: Copy>(
         |[o, x, y], len, strides| match strides {
             [1, 1, 1] => {
                 let (dst, a, b) = (&mut dst[o..o + len], &sa[x..x + len], &sb[y..y + len]);
-                dispatch(|| map2(dst, a, b, &f));
+                dispatch(
+                    #[inline(always)]
+                    || map2(dst, a, b, &f),
+                );
             }
             [1, 1, 0] => {
                 let (dst, a, yv) = (&mut dst[o..o + len], &sa[x..x + len], sb[y]);
-                dispatch(|| map2_scalar_b(dst, a, yv, &f));
+                dispatch(
+                    #[inline(always)]
+                    || map2_scalar_b(dst, a, yv, &f),
+                );
             }
             [1, 0, 1] => {
                 let (dst, xv, b) = (&mut dst[o..o + len], sa[x], &sb[y..y + len]);
-                dispatch(|| map2_scalar_a(dst, xv, b, &f));
+                dispatch(
+                    #[inline(always)]
+                    || map2_scalar_a(dst, xv, b, &f),
+                );
             }
             [so, sx, sy] => {
                 for i in 0..len as isize {
@@ -190,9 +202,18 @@ pub fn binary_slices<A: Copy, B: Copy, O: Copy>(
 ) -> Result<(), KernelError> {
     let n = dst.len();
     match (a.len(), b.len()) {
-        (la, lb) if la == n && lb == n => dispatch(|| map2(dst, a, b, &f)),
-        (la, 1) if la == n => dispatch(|| map2_scalar_b(dst, a, b[0], &f)),
-        (1, lb) if lb == n => dispatch(|| map2_scalar_a(dst, a[0], b, &f)),
+        (la, lb) if la == n && lb == n => dispatch(
+            #[inline(always)]
+            || map2(dst, a, b, &f),
+        ),
+        (la, 1) if la == n => dispatch(
+            #[inline(always)]
+            || map2_scalar_b(dst, a, b[0], &f),
+        ),
+        (1, lb) if lb == n => dispatch(
+            #[inline(always)]
+            || map2_scalar_a(dst, a[0], b, &f),
+        ),
         (la, lb) => {
             return Err(KernelError::ShapeMismatch {
                 what: "binary slice operands",
@@ -230,16 +251,22 @@ pub fn ternary<A: Copy, B: Copy, C: Copy, O: Copy>(
                     &sb[y..y + len],
                     &sc[z..z + len],
                 );
-                dispatch(|| {
-                    for (((d, &p), &q), &r) in dst.iter_mut().zip(a).zip(b).zip(c) {
-                        *d = f(p, q, r);
-                    }
-                });
+                dispatch(
+                    #[inline(always)]
+                    || {
+                        for (((d, &p), &q), &r) in dst.iter_mut().zip(a).zip(b).zip(c) {
+                            *d = f(p, q, r);
+                        }
+                    },
+                );
             }
             // a per-channel affine map (batch norm): b and c fixed along the run
             [1, 1, 0, 0] => {
                 let (dst, a, q, r) = (&mut dst[o..o + len], &sa[x..x + len], sb[y], sc[z]);
-                dispatch(|| map2_scalar_b(dst, a, (q, r), &|p, (q, r)| f(p, q, r)));
+                dispatch(
+                    #[inline(always)]
+                    || map2_scalar_b(dst, a, (q, r), &|p, (q, r)| f(p, q, r)),
+                );
             }
             [so, sx, sy, sz] => {
                 for i in 0..len as isize {

@@ -69,13 +69,17 @@ pub fn sum_f32(
         let count: usize = g.shape()[kept..].iter().product();
         let data = &x.data()[g.offset()..g.offset() + g.numel()];
         if count > 0 && out.len() * count == data.len() {
-            crate::simd::dispatch_at(level, || {
-                for (o, run) in out.iter_mut().zip(data.chunks_exact(count)) {
-                    let mut acc = Partials::default();
-                    acc.add_run(run);
-                    *o = finish(acc, count);
-                }
-            });
+            crate::simd::dispatch_at(
+                level,
+                #[inline(always)]
+                || {
+                    for (o, run) in out.iter_mut().zip(data.chunks_exact(count)) {
+                        let mut acc = Partials::default();
+                        acc.add_run(run);
+                        *o = finish(acc, count);
+                    }
+                },
+            );
             return Ok(());
         }
     }
@@ -87,7 +91,11 @@ pub fn sum_f32(
         |mut acc, data, run| {
             if run.stride == 1 {
                 let run = &data[run.start..run.start + run.len];
-                crate::simd::dispatch_at(level, || acc.add_run(run));
+                crate::simd::dispatch_at(
+                    level,
+                    #[inline(always)]
+                    || acc.add_run(run),
+                );
             } else {
                 for i in 0..run.len as isize {
                     acc.push(data[(run.start as isize + i * run.stride) as usize]);

@@ -27,17 +27,51 @@ fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), K
     }
 }
 
-/// Sum of a slice in 8 independent lanes (vectorizes; pairwise-like accuracy).
+/// Sum of a slice in 8 independent lanes (lane `j` adds elements `j, j + 8, …` in
+/// order; pairwise-like accuracy), then the lanes pairwise and the tail in order.
+/// The same bits at every level; from AVX2 on, one 256-bit register holds the
+/// lanes (auto-vectorized, the loop ran as 4-lane shuffles: layer norm took
+/// 0.6 ns per element).
 #[inline(always)]
 fn sum_lanes(xs: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if crate::cpu::level() >= Level::Avx2 {
+        // SAFETY: the CPU has AVX2 (`cpu::level` never exceeds it).
+        return unsafe { sum_lanes_avx(xs) };
+    }
     let mut lanes = [0f32; 8];
-    let chunks = xs.chunks_exact(8);
-    let tail = chunks.remainder();
+    let (chunks, tail) = xs.as_chunks::<8>();
     for c in chunks {
         for (l, &v) in lanes.iter_mut().zip(c) {
             *l += v;
         }
     }
+    add_lanes(lanes, tail)
+}
+
+/// [`sum_lanes`] with its lanes in one `__m256`.
+///
+/// # Safety
+/// The CPU has AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn sum_lanes_avx(xs: &[f32]) -> f32 {
+    use std::arch::x86_64::{_mm256_add_ps, _mm256_loadu_ps, _mm256_setzero_ps, _mm256_storeu_ps};
+    let (chunks, tail) = xs.as_chunks::<8>();
+    let mut acc = _mm256_setzero_ps();
+    for c in chunks {
+        // SAFETY: `c` is 8 floats.
+        acc = _mm256_add_ps(acc, unsafe { _mm256_loadu_ps(c.as_ptr()) });
+    }
+    let mut lanes = [0f32; 8];
+    // SAFETY: `lanes` is 8 floats.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+    add_lanes(lanes, tail)
+}
+
+/// The lanes of [`sum_lanes`] added pairwise, then the tail in order.
+#[inline(always)]
+fn add_lanes(lanes: [f32; 8], tail: &[f32]) -> f32 {
     let mut total = (lanes[0] + lanes[4])
         + (lanes[1] + lanes[5])
         + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
@@ -207,9 +241,17 @@ pub fn softmax_at(
         return Ok(());
     }
     if inner == 1 {
-        dispatch_at(level, || softmax_rows(level, x, out, n, log));
+        dispatch_at(
+            level,
+            #[inline(always)]
+            || softmax_rows(level, x, out, n, log),
+        );
     } else {
-        dispatch_at(level, || softmax_columns(level, x, out, n, inner, log));
+        dispatch_at(
+            level,
+            #[inline(always)]
+            || softmax_columns(level, x, out, n, inner, log),
+        );
     }
     Ok(())
 }
@@ -252,7 +294,11 @@ pub fn layer_norm_at(
             x.len()
         )));
     }
-    dispatch_at(level, || layer_norm_rows(x, out, n, scale, bias, epsilon));
+    dispatch_at(
+        level,
+        #[inline(always)]
+        || layer_norm_rows(x, out, n, scale, bias, epsilon),
+    );
     Ok(())
 }
 

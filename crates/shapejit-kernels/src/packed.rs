@@ -614,7 +614,13 @@ fn pack_a_block(
         if kernel == Kernel::Avx512 && x86::gathers(a, row, rows, k0, kc) {
             // SAFETY: `Kernel::Avx512` is chosen only where the CPU has AVX-512 F;
             // `gathers` checked the tile's corners and index range.
-            unsafe { x86::gather_tile(a, row, rows, k0, tile) };
+            unsafe {
+                if a.cs == 1 {
+                    x86::transpose_tile(a, row, rows, k0, tile)
+                } else {
+                    x86::gather_tile(a, row, rows, k0, tile)
+                }
+            };
             continue;
         }
         for (kk, column) in tile.chunks_exact_mut(rows).enumerate() {
@@ -1217,6 +1223,104 @@ mod x86 {
                 _mm512_mask_storeu_ps(column.as_mut_ptr(), mask, v);
             }
         }
+    }
+
+    /// [`gather_tile`] for an `a` whose rows are contiguous (`cs == 1`): 16
+    /// columns at a time, one masked load per row, a 16 × 16 transpose in
+    /// registers, one masked store per column (a 16-lane gather cost ~2.5×
+    /// as much: 6 % of the transformer's run at batch 16).
+    ///
+    /// # Safety
+    /// As [`gather_tile`], and `a.cs == 1`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn transpose_tile(
+        a: &Operand,
+        row: usize,
+        rows: usize,
+        k0: usize,
+        dst: &mut [f32],
+    ) {
+        let kc = dst.len() / rows;
+        let row_mask = ((1u32 << rows) - 1) as __mmask16;
+        let first = a.at(row, k0) as isize;
+        for kk0 in (0..kc).step_by(16) {
+            let width = (kc - kk0).min(16);
+            let mask = ((1u32 << width) - 1) as __mmask16;
+            let r: [__m512; 16] = std::array::from_fn(|i| {
+                if i < rows {
+                    let at = (first + i as isize * a.rs + kk0 as isize) as usize;
+                    // SAFETY: lanes below `width` read elements (row + i, k0 + kk0 +
+                    // j) of the tile, inside `a.data` (`gathers`, `cs == 1`).
+                    unsafe { _mm512_maskz_loadu_ps(mask, a.data.as_ptr().add(at)) }
+                } else {
+                    _mm512_setzero_ps()
+                }
+            });
+            let cols = transpose16(r);
+            for (j, col) in cols.iter().enumerate().take(width) {
+                // SAFETY: the store writes `rows` lanes of column `kk0 + j < kc`,
+                // inside `dst` (`kc · rows` floats).
+                unsafe {
+                    _mm512_mask_storeu_ps(dst.as_mut_ptr().add((kk0 + j) * rows), row_mask, *col)
+                };
+            }
+        }
+    }
+
+    /// The columns of 16 rows of 16: `out[j]` lane `i` is `r[i]` lane `j`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
+        // pairs of rows interleaved: t[2i] = r[2i][0] r[2i+1][0] r[2i][1] r[2i+1][1] …
+        // per 128-bit lane, t[2i + 1] the upper halves
+        let t: [__m512; 16] = std::array::from_fn(|i| {
+            let (x, y) = (r[i & !1], r[i | 1]);
+            if i % 2 == 0 {
+                _mm512_unpacklo_ps(x, y)
+            } else {
+                _mm512_unpackhi_ps(x, y)
+            }
+        });
+        // u[4g + c], 128-bit lane l: column 4l + c of rows 4g .. 4g + 4
+        let u: [__m512; 16] = std::array::from_fn(|i| {
+            let (g, c) = (i / 4, i % 4);
+            let (x, y) = (
+                _mm512_castps_pd(t[4 * g + c / 2]),
+                _mm512_castps_pd(t[4 * g + 2 + c / 2]),
+            );
+            _mm512_castpd_ps(if c % 2 == 0 {
+                _mm512_unpacklo_pd(x, y)
+            } else {
+                _mm512_unpackhi_pd(x, y)
+            })
+        });
+        // v[2c + h]: lanes h, h + 2 of u[c] and u[4 + c]; w the same of rows 8 .. 16
+        let v: [__m512; 8] = std::array::from_fn(|i| {
+            let (c, h) = (i / 2, i % 2);
+            if h == 0 {
+                _mm512_shuffle_f32x4::<0x88>(u[c], u[4 + c])
+            } else {
+                _mm512_shuffle_f32x4::<0xdd>(u[c], u[4 + c])
+            }
+        });
+        let w: [__m512; 8] = std::array::from_fn(|i| {
+            let (c, h) = (i / 2, i % 2);
+            if h == 0 {
+                _mm512_shuffle_f32x4::<0x88>(u[8 + c], u[12 + c])
+            } else {
+                _mm512_shuffle_f32x4::<0xdd>(u[8 + c], u[12 + c])
+            }
+        });
+        // column 4l + c: lane l of u[c], u[4 + c], u[8 + c], u[12 + c]
+        std::array::from_fn(|j| {
+            let (l, c) = (j / 4, j % 4);
+            let (x, y) = (v[2 * c + l % 2], w[2 * c + l % 2]);
+            if l < 2 {
+                _mm512_shuffle_f32x4::<0x88>(x, y)
+            } else {
+                _mm512_shuffle_f32x4::<0xdd>(x, y)
+            }
+        })
     }
 
     /// [`avx512`] over two panels (32 columns).

@@ -266,3 +266,22 @@ fn family_reduction_over_a_row_grid() {
         "{hits} hits, {family_hits} family"
     );
 }
+
+/// Found by the proptest (a heap overflow, not a mismatch): `[68, 1, 1]` folds to
+/// one dim of 68, whose exact tiled kernel clipped its tile to 68 elements while
+/// running that dim as a runtime count, split as if tiles were powers of two
+/// (`68 >> 2` tiles of 68). Each batch runs twice: the second runs the kernel.
+#[test]
+fn exact_tiled_kernel_of_one_folded_dim() {
+    let case = Case {
+        a: 1,
+        b: 1,
+        second: Second::Contiguous,
+        ops: vec![(108, 204)],
+        tail: Tail::MatMul,
+        batches: vec![59, 68, 100, 27, 64],
+    };
+    let (hits, errors, _) = run_case(&case);
+    assert_eq!(errors, 0);
+    assert!(hits > 0, "no kernel ran");
+}

@@ -449,14 +449,18 @@ impl Driver<'_> {
                 }
             }
             TripCount::Runtime(n) => {
-                // Invariant: tiles are powers of two.
-                let full = b.ins().ushr_imm_u(n, tile.trailing_zeros() as i64);
+                // A tile need not be a power of two: an exact kernel's plan clips it
+                // to its inner dim, and a tiled exact kernel whose shape folds to one
+                // dim runs that dim as its runtime count (a shift here once ran
+                // `n >> tz(68)` tiles of 68 past the end of the buffers).
+                let full = b.ins().udiv_imm_u(n, tile as i64);
                 counted_loop(b, TripCount::Runtime(full), &mut |b, t| {
                     let offset = b.ins().imul_imm_u(t, tile_bytes);
                     let len = b.ins().iconst(I64, tile as i64);
                     self.tile(b, bases, offset, len);
                 });
-                let rest = b.ins().band_imm_u(n, (tile - 1) as i64);
+                let whole = b.ins().imul_imm_u(full, tile as i64);
+                let rest = b.ins().isub(n, whole);
                 let has_rest =
                     b.ins()
                         .icmp_imm_u(cranelift_codegen::ir::condcodes::IntCC::NotEqual, rest, 0);

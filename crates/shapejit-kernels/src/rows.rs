@@ -101,21 +101,45 @@ fn max_of(xs: &[f32]) -> f32 {
 }
 
 /// Softmax of contiguous rows of `n`: a max pass, an exp pass (the [`Unary::Exp`]
-/// kernel of `level`, in place on `x - max`) with a sum, a scaling pass.
+/// kernel of `level`, in place on `x - max`) with a sum, a scaling pass. Short rows
+/// go by blocks of up to [`BLOCK_ROWS`] rows (at most [`BLOCK_ELEMS`] elements, in
+/// L1): the maxima and differences of the block, one exp call over all of it, then
+/// each row's sum and scaling — the same arithmetic per element as row by row, but
+/// one row's serial chain no longer waits on the previous one's (rows of 32 ran at
+/// ~1.7 ns per element).
 #[inline(always)]
 fn softmax_rows(level: Level, x: &[f32], out: &mut [f32], n: usize, log: bool) {
     let exp = Unary::Exp.entry(level);
-    for (row, dst) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
-        let m = max_of(row);
-        for (d, &v) in dst.iter_mut().zip(row) {
-            *d = v - m;
+    let block = (BLOCK_ELEMS / n.max(1)).clamp(1, BLOCK_ROWS);
+    for (rows, dsts) in x.chunks(block * n).zip(out.chunks_mut(block * n)) {
+        let mut maxima = [0f32; BLOCK_ROWS];
+        for ((row, dst), m) in rows
+            .chunks_exact(n)
+            .zip(dsts.chunks_exact_mut(n))
+            .zip(&mut maxima)
+        {
+            *m = max_of(row);
+            for (d, &v) in dst.iter_mut().zip(row) {
+                *d = v - *m;
+            }
         }
-        // SAFETY: in place on the row's `n` elements.
-        unsafe { exp(dst.as_ptr(), dst.as_mut_ptr(), n) };
-        let sum = sum_lanes(dst);
-        finish_row(row, dst, m, sum, log);
+        // SAFETY: in place on the block's elements.
+        unsafe { exp(dsts.as_ptr(), dsts.as_mut_ptr(), dsts.len()) };
+        for ((row, dst), &m) in rows
+            .chunks_exact(n)
+            .zip(dsts.chunks_exact_mut(n))
+            .zip(&maxima)
+        {
+            let sum = sum_lanes(dst);
+            finish_row(row, dst, m, sum, log);
+        }
     }
 }
+
+/// Most rows [`softmax_rows`] takes per block.
+const BLOCK_ROWS: usize = 64;
+/// Most elements of a block of rows (8 KiB of f32).
+const BLOCK_ELEMS: usize = 2048;
 
 /// The first step of [`softmax`] on one row, in place: `x - max(x)` (the same
 /// arithmetic; the exp pass comes next, see [`normalize_row`]).

@@ -70,6 +70,19 @@ fn softmax_rows_at_every_level() {
     }
 }
 
+/// Rows by blocks (up to 64 rows, 2048 elements): many short rows, a partial last
+/// block, and long rows a few to a block.
+#[test]
+fn softmax_rows_across_blocks() {
+    for level in levels() {
+        for dims in [[200, 32, 1], [70, 1, 1], [5, 1000, 1], [3, 2049, 1]] {
+            for log in [false, true] {
+                check_softmax(level, dims, log, 1);
+            }
+        }
+    }
+}
+
 #[test]
 fn softmax_columns_at_every_level() {
     for level in levels() {

@@ -16,6 +16,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use shapejit_benches::{fma_probe, fma_probe_flops};
+use shapejit_kernels::attention::{self, Dims, Head, Scale, Strided};
 use shapejit_kernels::matmul::matmul;
 use shapejit_kernels::packed::{PackedB, matmul_packed};
 use shapejit_kernels::{View, ViewMut};
@@ -112,6 +113,67 @@ fn attention(c: &mut Criterion) {
                 let mut ov = ViewMut::contiguous(&mut out, &[products, s, s]).expect("out fits");
                 matmul(&mut ov, &qv, &kv, 1.0, false).expect("shapes agree");
                 black_box(&out);
+            })
+        },
+    );
+    // the fused head (`shapejit_kernels::attention::head`) over the same heads as the
+    // JIT's attention regions run them: both products, a scale and the softmax, the
+    // operands cut from `[64, s, 8, d]` projections (rows 8·d apart, `k` an
+    // exporter's `Kᵀ` view), the next head prefetched; its throughput counts both
+    // products' FLOP
+    let v: Vec<f32> = (0..products * s * d)
+        .map(|i| (i % 5) as f32 * 0.01)
+        .collect();
+    let dims = Dims {
+        s_q: s,
+        s_k: s,
+        d,
+        d_v: d,
+    };
+    let mut scratch = vec![0f32; dims.scratch_len()];
+    let mut fused = vec![0f32; products * s * d];
+    let level = shapejit_kernels::cpu::level();
+    let heads = 8;
+    let row = (heads * d) as isize;
+    let head_args = |p: usize, out: *mut f32| {
+        let at = (p / heads) * s * heads * d + (p % heads) * d;
+        Head {
+            q: Strided {
+                ptr: q[at..].as_ptr(),
+                row,
+                col: 1,
+            },
+            k: Strided {
+                ptr: kt[at..].as_ptr(),
+                row: 1,
+                col: row,
+            },
+            v: Strided {
+                ptr: v[at..].as_ptr(),
+                row,
+                col: 1,
+            },
+            mask: None,
+            out,
+            dims,
+            scale: Scale::Mul(0.125),
+        }
+    };
+    group.throughput(Throughput::Elements(4 * (products * s * s * d) as u64));
+    group.bench_function(
+        BenchmarkId::new("fused", format!("{products}x{s}x{d}")),
+        |bench| {
+            bench.iter(|| {
+                for p in 0..products {
+                    let out = fused[p * s * d..].as_mut_ptr();
+                    if p + 1 < products {
+                        attention::prefetch(&head_args(p + 1, out));
+                    }
+                    // SAFETY: each operand is `s × d` floats of its buffer; `out` is
+                    // disjoint from them.
+                    unsafe { attention::head(level, &head_args(p, out), &mut scratch) };
+                }
+                black_box(&fused);
             })
         },
     );

@@ -18,7 +18,7 @@
 use std::cell::RefCell;
 
 use shapejit_kernels::View;
-use shapejit_kernels::attention::{Dims, Head, Scale, Strided, head};
+use shapejit_kernels::attention::{Dims, Head, Scale, Strided, head, prefetch};
 use shapejit_kernels::cpu;
 
 use crate::elementwise::{Shape, Spread};
@@ -204,7 +204,7 @@ impl Call<'_> {
             if scratch.len() < need {
                 scratch.resize(need, 0.0);
             }
-            for h in lo..hi {
+            let args = |h: usize| {
                 let strided = |v: &View<f32>| {
                     let g = v.geom();
                     let s = g.strides();
@@ -222,7 +222,7 @@ impl Call<'_> {
                         col: s[r - 1],
                     }
                 };
-                let head_args = Head {
+                Head {
                     q: strided(self.ops.q),
                     k: strided(self.ops.k),
                     v: strided(self.ops.v),
@@ -231,10 +231,15 @@ impl Call<'_> {
                     out: unsafe { self.out.add(h * self.dims.s_q * self.dims.d_v) },
                     dims: self.dims,
                     scale: self.scale,
-                };
+                }
+            };
+            for h in lo..hi {
+                if h + 1 < hi {
+                    prefetch(&args(h + 1));
+                }
                 // SAFETY: every view addresses its head inside its data (views check
                 // their geometry); the output head is this piece's alone.
-                unsafe { head(level, &head_args, &mut scratch) };
+                unsafe { head(level, &args(h), &mut scratch) };
             }
         });
     }

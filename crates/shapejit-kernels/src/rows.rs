@@ -93,11 +93,12 @@ fn max_of(xs: &[f32]) -> f32 {
             *l = if v > *l { v } else { *l };
         }
     }
-    let mut m = f32::NEG_INFINITY;
-    for &v in lanes.iter().chain(tail) {
-        m = if v > m { v } else { m };
-    }
-    m
+    // the lanes pairwise (shuffles, not a scalar loop through the stack), then the tail
+    let max = |m: f32, v: f32| if v > m { v } else { m };
+    let [l0, l1, l2, l3, l4, l5, l6, l7] = lanes;
+    let pairs = [max(l0, l4), max(l1, l5), max(l2, l6), max(l3, l7)];
+    let lanes = max(max(pairs[0], pairs[2]), max(pairs[1], pairs[3]));
+    tail.iter().fold(lanes, |m, &v| max(m, v))
 }
 
 /// Softmax of contiguous rows of `n`: a max pass, an exp pass (the [`Unary::Exp`]

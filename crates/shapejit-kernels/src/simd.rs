@@ -15,6 +15,7 @@
 //! auto-vectorized results are bit-identical across levels (LLVM does not
 //! contract `a*b + c` on its own).
 
+pub mod transpose;
 pub mod vector;
 
 use crate::cpu::{self, Level};

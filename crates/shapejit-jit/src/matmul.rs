@@ -168,15 +168,22 @@ impl MatMulKernel {
 
     /// The packed weights, when this call may use them: `b` is the view they came
     /// from, `a` is a rank-2 `[rows, k]` whose product has `numel` elements, and
-    /// `packed_pays` holds for the product.
-    fn packed_for(&self, a: &View<f32>, b: &View<f32>, numel: usize) -> Option<&PackedB> {
+    /// `packed_pays` holds for products of `piece_rows` rows (the call's largest
+    /// piece: a call split into row pieces runs one product per piece).
+    fn packed_for(
+        &self,
+        a: &View<f32>,
+        b: &View<f32>,
+        numel: usize,
+        piece_rows: usize,
+    ) -> Option<&PackedB> {
         let weights = self.packed.as_ref()?;
         let rows = match a.shape() {
             &[rows, _] => rows,
             _ => return None,
         };
         let (k, n) = (weights.packed.k(), weights.packed.n());
-        let fits = packed_pays(rows, k, n) && rows * n == numel;
+        let fits = packed_pays(piece_rows, k, n) && rows * n == numel;
         (fits && weights.source.is(b)).then_some(&*weights.packed)
     }
 
@@ -203,7 +210,9 @@ impl MatMulKernel {
     /// epilogue whole after it — or, on packed weights that
     /// `shapejit_vm::ops::column_pieces` splits on `threads` threads (as the
     /// interpreter does), the product in column ranges. Other products run whole.
-    /// Every piece takes the whole call's GEMM path (packed weights or `gemm`), whose
+    /// Every piece takes the call's one GEMM path (packed weights or `gemm`, chosen
+    /// by `packed_pays` for the largest piece's rows, as the interpreter chooses per
+    /// piece), whose
     /// elements do not depend on the product's other rows or columns (the k order is
     /// fixed), so outputs do not depend on `pieces` or `threads` (tested at 1, 2 and
     /// 3 threads).
@@ -280,12 +289,25 @@ impl MatMulKernel {
         } else {
             1
         };
-        let packed = self.packed_for(a, b, numel);
-        let columns = match packed {
+        let whole = self.packed_for(a, b, numel, rows);
+        let columns = match whole {
             Some(p) if pieces == 1 && flat => column_pieces(rows, p.k(), n, threads),
             _ => 1,
         };
         let row_pieces = if columns > 1 { 1 } else { row_pieces };
+        // the largest piece's rows choose the path: a product split into pieces of
+        // few rows runs them on the packed weights, not `gemm` re-packing the whole
+        // weights for every piece
+        let piece_rows = if pieces > 1 {
+            dim0.div_ceil(pieces) * (rows / dim0)
+        } else {
+            rows.div_ceil(row_pieces)
+        };
+        let packed = if columns > 1 {
+            whole
+        } else {
+            self.packed_for(a, b, numel, piece_rows)
+        };
         if pieces == 1 && row_pieces == 1 && columns == 1 {
             self.gemm(a, b, packed, &mut out[..numel], &gemm_shape)?;
         }

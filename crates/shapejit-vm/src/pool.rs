@@ -2,7 +2,13 @@
 //! threads: the calling thread and `threads − 1` persistent workers).
 //!
 //! [`Pool::run`] runs `n` pieces of one op, `f(0) … f(n − 1)`: the caller posts the
-//! job, takes pieces itself, and returns when every piece is done. Workers spin for a
+//! job, takes pieces itself, and returns when every piece is done. The pieces are
+//! cut into one contiguous home block per thread (the caller's first): each thread
+//! runs its own block in order, then takes what is left of the others'. Ops split
+//! along the same dim so hand the same rows to the same thread, op after op, and
+//! an op reads what the one before it wrote from its own core's cache (claiming
+//! pieces from one shared counter sent a layer norm's rows to the other core about
+//! half the time: at two threads it ran slower than at one). Workers spin for a
 //! short while after a job (ops come back to back) and then sleep on a condition
 //! variable. Posting a job allocates nothing, so the interpreter's steady-state
 //! no-allocation guarantee holds with threads too (a `rayon` pool's injector
@@ -46,8 +52,8 @@ struct Shared {
     /// the current job and its generation (`None` between jobs)
     job: Mutex<(u64, Option<Job>)>,
     wake: Condvar,
-    /// `generation << 32 | next unclaimed piece`
-    ticket: AtomicU64,
+    /// per home block: `generation << 32 | pieces of it claimed`
+    tickets: Box<[AtomicU64]>,
     /// pieces of the current job finished
     finished: AtomicUsize,
     /// the current job's generation (read by spinning workers without the lock)
@@ -57,6 +63,22 @@ struct Shared {
     /// a panic payload from a worker's piece
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     shutdown: AtomicBool,
+}
+
+impl Shared {
+    /// No job yet; one home block per thread.
+    fn new(threads: usize) -> Shared {
+        Shared {
+            job: Mutex::new((0, None)),
+            wake: Condvar::new(),
+            tickets: (0..threads.max(1)).map(|_| AtomicU64::new(0)).collect(),
+            finished: AtomicUsize::new(0),
+            generation: AtomicU64::new(0),
+            sleepers: AtomicUsize::new(0),
+            panic: Mutex::new(None),
+            shutdown: AtomicBool::new(false),
+        }
+    }
 }
 
 /// The intra-op pool of a module.
@@ -80,22 +102,13 @@ impl Pool {
     /// A pool of `threads` threads in all (the caller and `threads − 1` workers;
     /// `0` counts as 1). A worker that cannot be spawned is left out.
     pub fn new(threads: usize) -> Pool {
-        let shared = Arc::new(Shared {
-            job: Mutex::new((0, None)),
-            wake: Condvar::new(),
-            ticket: AtomicU64::new(0),
-            finished: AtomicUsize::new(0),
-            generation: AtomicU64::new(0),
-            sleepers: AtomicUsize::new(0),
-            panic: Mutex::new(None),
-            shutdown: AtomicBool::new(false),
-        });
+        let shared = Arc::new(Shared::new(threads));
         let workers: Vec<_> = (1..threads.max(1))
             .filter_map(|i| {
                 let shared = shared.clone();
                 std::thread::Builder::new()
                     .name(format!("shapejit-intra-{i}"))
-                    .spawn(move || worker(&shared))
+                    .spawn(move || worker(&shared, i))
                     .ok()
             })
             .collect();
@@ -137,7 +150,9 @@ impl Pool {
             let mut slot = lock(&shared.job);
             let generation = slot.0.wrapping_add(1) & 0xffff_ffff;
             shared.finished.store(0, Ordering::Relaxed);
-            shared.ticket.store(generation << 32, Ordering::Release);
+            for ticket in &shared.tickets {
+                ticket.store(generation << 32, Ordering::Release);
+            }
             *slot = (generation, Some(job));
             shared.generation.store(generation, Ordering::Release);
             if shared.sleepers.load(Ordering::Acquire) > 0 {
@@ -145,7 +160,7 @@ impl Pool {
             }
             generation
         };
-        while let Some(i) = claim(shared, generation, n) {
+        while let Some(i) = claim(shared, generation, n, 0) {
             run_piece(shared, job, i);
         }
         // Every piece is claimed; wait for those the workers run.
@@ -182,18 +197,26 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The next unclaimed piece of job `generation`, if any.
-fn claim(shared: &Shared, generation: u64, n: usize) -> Option<usize> {
-    let mut t = shared.ticket.load(Ordering::Acquire);
+/// The next unclaimed piece of job `generation` (of `n` pieces) for the thread
+/// whose home block is `home`: from its own block, else from the blocks after it.
+fn claim(shared: &Shared, generation: u64, n: usize, home: usize) -> Option<usize> {
+    let blocks = shared.tickets.len();
+    (0..blocks).find_map(|b| {
+        let block = (home + b) % blocks;
+        let (lo, hi) = (block * n / blocks, (block + 1) * n / blocks);
+        claim_in(&shared.tickets[block], generation, hi - lo).map(|i| lo + i)
+    })
+}
+
+/// The next unclaimed of `len` pieces counted by `ticket` under `generation`.
+fn claim_in(ticket: &AtomicU64, generation: u64, len: usize) -> Option<usize> {
+    let mut t = ticket.load(Ordering::Acquire);
     loop {
         let next = (t & 0xffff_ffff) as usize;
-        if t >> 32 != generation || next >= n {
+        if t >> 32 != generation || next >= len {
             return None;
         }
-        match shared
-            .ticket
-            .compare_exchange_weak(t, t + 1, Ordering::AcqRel, Ordering::Acquire)
-        {
+        match ticket.compare_exchange_weak(t, t + 1, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return Some(next),
             Err(now) => t = now,
         }
@@ -211,7 +234,8 @@ fn run_piece(shared: &Shared, job: Job, i: usize) {
     shared.finished.fetch_add(1, Ordering::AcqRel);
 }
 
-fn worker(shared: &Shared) {
+/// Worker `home` (1 ..): runs pieces of each job, its home block first.
+fn worker(shared: &Shared, home: usize) {
     let mut seen = 0u64;
     loop {
         // Spin briefly for the next job, then sleep.
@@ -240,7 +264,7 @@ fn worker(shared: &Shared) {
             guard.1
         };
         if let Some(job) = job {
-            while let Some(i) = claim(shared, seen, job.n) {
+            while let Some(i) = claim(shared, seen, job.n, home) {
                 run_piece(shared, job, i);
             }
         }
@@ -249,8 +273,33 @@ fn worker(shared: &Shared) {
 
 #[cfg(test)]
 mod tests {
-    use super::Pool;
+    use super::{Pool, Shared, claim};
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn threads_claim_their_home_block_first_then_the_others() {
+        let shared = Shared::new(3);
+        let generation = 5;
+        for ticket in &shared.tickets {
+            ticket.store(generation << 32, Ordering::Relaxed);
+        }
+        // 8 pieces in blocks [0, 2), [2, 5), [5, 8)
+        let order = |home| claim(&shared, generation, 8, home);
+        assert_eq!(order(1), Some(2));
+        assert_eq!(order(2), Some(5));
+        assert_eq!(order(0), Some(0));
+        assert_eq!(order(0), Some(1));
+        // the caller's block is done: it goes on with the next one's
+        assert_eq!(order(0), Some(3));
+        assert_eq!(order(1), Some(4));
+        assert_eq!(order(1), Some(6));
+        assert_eq!(order(2), Some(7));
+        assert_eq!(order(0), None);
+        assert_eq!(order(2), None);
+        // a stale generation claims nothing
+        let shared = Shared::new(2);
+        assert_eq!(claim(&shared, 1, 4, 0), None);
+    }
 
     #[test]
     fn every_piece_runs_once_for_any_thread_count() {

@@ -87,10 +87,13 @@ fn rule(op: &Op, inputs: &[TensorRef], out: &[usize]) -> Option<(usize, Align, u
     Some(match op {
         // ~140 ps per element in L2, ~400 beyond it; a unary op ~140 (neg) to ~500
         // (gelu), tanh 260, sigmoid 300 (`run --profile`, Intel, batch 16 of
-        // `elementwise.onnx`): an op of 64 K elements in a core's L2 runs whole,
-        // which split cost twice its time (its data read from the other core's
-        // cache, the next op's read back)
-        Op::Binary(_) | Op::Where | Op::Cast { .. } | Op::Unary(_) => (rank, Align::Trailing, 300),
+        // `elementwise.onnx`), counted at 400: an op of 64 K elements in a core's
+        // L2 runs whole (split, it cost twice its time: its data read from the
+        // other core's cache, the next op's read back); one of 128 K (the
+        // transformer's residual adds at batch 16) splits in two, like the layer
+        // norm after it, the same rows on the same thread (`crate::pool`): the
+        // adds and layer norms at 2 threads 130 → 119 ms per 80 runs
+        Op::Binary(_) | Op::Where | Op::Cast { .. } | Op::Unary(_) => (rank, Align::Trailing, 400),
         Op::MatMul | Op::MatMulBias => {
             if inputs.iter().take(2).any(|t| t.shape().len() < 2) {
                 return None;

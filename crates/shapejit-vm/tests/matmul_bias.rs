@@ -136,3 +136,22 @@ fn wide_products_split_by_columns_keep_their_bits() {
         }
     }
 }
+
+/// Row pieces of a product that runs whole on its packed weights (each piece
+/// streams all of them) are no more than the threads: one thread runs it whole,
+/// two and three split it, and every count gives the same bits (rows 128 and 100
+/// on 256 KiB of weights, too few for the column split).
+#[test]
+fn packed_products_split_rows_only_across_threads() {
+    let (k, n) = (256, 256);
+    for rows in [100, 128] {
+        let x = Tensor::from_vec(values(rows * k, rows as u64), &[rows, k]).unwrap();
+        same_at_1_2_3_threads(true, (k, n), &x);
+        for threads in [1, 2, 3] {
+            let m = module(true, threads, (k, n));
+            m.runtime().run(std::slice::from_ref(&x)).unwrap();
+            let split = m.stats().global.split_ops > 0;
+            assert_eq!(split, threads > 1, "{rows} rows at {threads} thread(s)");
+        }
+    }
+}

@@ -94,6 +94,20 @@ pub(crate) fn plan(
     threads: usize,
 ) -> Option<Columns> {
     let p = packed.filter(|_| threads >= 2)?;
+    let (rows, k, n) = runs_packed(op, inputs, p)?;
+    let pieces = column_pieces(rows, k, n, threads);
+    (pieces >= 2).then_some(Columns { pieces, n })
+}
+
+/// `(rows, k, n)` when `op` is a `matmul` or `matmul_bias` that runs whole on the
+/// packed kernel with `packed` its right operand: its left operand folds into rows
+/// and `packed_pays` holds for them. Any cut of such a product — by columns, or by
+/// rows, every piece taking the same kernel — gives the whole op's bits.
+pub(crate) fn runs_packed(
+    op: &Op,
+    inputs: &[TensorRef],
+    packed: &PackedB,
+) -> Option<(usize, usize, usize)> {
     if !matches!(op, Op::MatMul | Op::MatMulBias) || inputs.get(1)?.shape().len() != 2 {
         return None;
     }
@@ -106,12 +120,8 @@ pub(crate) fn plan(
         return None;
     }
     let a = folded_rows(&view_of::<f32>(op, inputs, 0).ok()?)?;
-    let (rows, k, n) = (a.shape()[0], a.shape()[1], p.n());
-    if k != p.k() || !packed_pays(rows, k, n) {
-        return None;
-    }
-    let pieces = column_pieces(rows, k, n, threads);
-    (pieces >= 2).then_some(Columns { pieces, n })
+    let (rows, k, n) = (a.shape()[0], a.shape()[1], packed.n());
+    (k == packed.k() && packed_pays(rows, k, n)).then_some((rows, k, n))
 }
 
 /// Runs `op` as `split`'s pieces on `pool`, piece `i` into `scratch[i]`.

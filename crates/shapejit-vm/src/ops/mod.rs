@@ -460,8 +460,18 @@ pub fn execute_planned(
         columns::execute(op, inputs, out, scratch, pool, packed, split)?;
         return Ok(split.pieces());
     }
+    // a product that runs whole on its packed weights gives the same bits cut
+    // anywhere (`columns::runs_packed`): its row pieces, each streaming all the
+    // weights, are no more than the threads (one runs it whole)
+    let bit_neutral = env
+        .packed_b
+        .is_some_and(|p| columns::runs_packed(op, inputs, p).is_some());
+    let split = plan.split.and_then(|p| match bit_neutral {
+        true => p.capped(threads),
+        false => p.for_threads(threads),
+    });
     if let [out] = outputs
-        && let Some(plan) = plan.split.and_then(|p| p.for_threads(threads))
+        && let Some(plan) = split
     {
         execute_split(op, inputs, out, scratch, env, &plan)?;
         return Ok(plan.pieces());

@@ -15,7 +15,8 @@
 //! of the thread count — and every piece is computed by the same code as a whole op
 //! of its shape, so outputs are bit-identical for any number of threads. (The one
 //! exception, [`Plan::for_threads`], is a split whose pieces give the whole op's
-//! bits however it is cut.)
+//! bits however it is cut, and [`Plan::capped`], a product on packed weights that
+//! runs whole on the packed kernel: its row pieces do too.)
 
 use super::OpError;
 use crate::tensor::{Dims, Layout, TensorRef};
@@ -66,6 +67,13 @@ impl Plan {
         self.axis
     }
 
+    /// At most `threads` pieces (`None`: run whole), for a split whose pieces give
+    /// the whole op's bits however it is cut.
+    pub(crate) fn capped(self, threads: usize) -> Option<Plan> {
+        let pieces = self.pieces.min(threads);
+        (pieces >= 2).then_some(Plan { pieces, ..self })
+    }
+
     /// The plan to run on `threads` threads. A convolution split by output
     /// channels gives the whole op's bits however it is cut (every channel is
     /// computed the same way), and each piece rearranges the image's input again:
@@ -75,8 +83,7 @@ impl Plan {
         if self.align != Align::Conv || self.axis != 1 {
             return Some(self);
         }
-        let pieces = self.pieces.min(threads);
-        (pieces >= 2).then_some(Plan { pieces, ..self })
+        self.capped(threads)
     }
 }
 

@@ -233,13 +233,18 @@ impl Call<'_> {
                     scale: self.scale,
                 }
             };
+            // each head's operands are worked out once: prefetched while the head
+            // before it runs, then run
+            let mut pending = (lo < hi).then(|| args(lo));
             for h in lo..hi {
-                if h + 1 < hi {
-                    prefetch(&args(h + 1));
+                let Some(current) = pending.take() else { break };
+                pending = (h + 1 < hi).then(|| args(h + 1));
+                if let Some(next) = &pending {
+                    prefetch(next);
                 }
                 // SAFETY: every view addresses its head inside its data (views check
                 // their geometry); the output head is this piece's alone.
-                unsafe { head(level, &args(h), &mut scratch) };
+                unsafe { head(level, &current, &mut scratch) };
             }
         });
     }

@@ -167,23 +167,12 @@ impl MatMulKernel {
     }
 
     /// The packed weights, when this call may use them: `b` is the view they came
-    /// from, `a` is a rank-2 `[rows, k]` whose product has `numel` elements, and
-    /// `packed_pays` holds for products of `piece_rows` rows (the call's largest
-    /// piece: a call split into row pieces runs one product per piece).
-    fn packed_for(
-        &self,
-        a: &View<f32>,
-        b: &View<f32>,
-        numel: usize,
-        piece_rows: usize,
-    ) -> Option<&PackedB> {
+    /// from and `a` a rank-2 `[rows, k]` whose product has `numel` elements.
+    /// Whether they pay is `packed_pays` for the rows of one product (see
+    /// [`Self::run_pieces`]).
+    fn packed_for(&self, a: &View<f32>, b: &View<f32>, numel: usize) -> Option<&PackedB> {
         let weights = self.packed.as_ref()?;
-        let rows = match a.shape() {
-            &[rows, _] => rows,
-            _ => return None,
-        };
-        let (k, n) = (weights.packed.k(), weights.packed.n());
-        let fits = packed_pays(piece_rows, k, n) && rows * n == numel;
+        let fits = matches!(a.shape(), &[rows, _] if rows * weights.packed.n() == numel);
         (fits && weights.source.is(b)).then_some(&*weights.packed)
     }
 
@@ -289,25 +278,22 @@ impl MatMulKernel {
         } else {
             1
         };
-        let whole = self.packed_for(a, b, numel, rows);
-        let columns = match whole {
+        let weights = self.packed_for(a, b, numel);
+        let pays = |rows: usize| weights.filter(|p| packed_pays(rows, p.k(), p.n()));
+        let columns = match pays(rows) {
             Some(p) if pieces == 1 && flat => column_pieces(rows, p.k(), n, threads),
             _ => 1,
         };
         let row_pieces = if columns > 1 { 1 } else { row_pieces };
-        // the largest piece's rows choose the path: a product split into pieces of
+        // the largest product's rows choose the path: a product split into pieces of
         // few rows runs them on the packed weights, not `gemm` re-packing the whole
         // weights for every piece
-        let piece_rows = if pieces > 1 {
+        let product_rows = if pieces > 1 {
             dim0.div_ceil(pieces) * (rows / dim0)
         } else {
             rows.div_ceil(row_pieces)
         };
-        let packed = if columns > 1 {
-            whole
-        } else {
-            self.packed_for(a, b, numel, piece_rows)
-        };
+        let packed = pays(product_rows);
         if pieces == 1 && row_pieces == 1 && columns == 1 {
             self.gemm(a, b, packed, &mut out[..numel], &gemm_shape)?;
         }

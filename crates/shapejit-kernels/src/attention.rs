@@ -26,8 +26,7 @@ use crate::simd::vector::{Scalar, Simd};
 use crate::vmath::{Unary, UnaryFn};
 
 /// Query rows per register block at AVX-512 (16 accumulators; AVX2 and the
-/// portable level take half, within their 16 registers); scratch pads the
-/// queries to it.
+/// portable level take half, within their 16 registers).
 pub const ROWS: usize = 8;
 /// Most columns per register block (two vectors of the widest level); scratch is
 /// padded to it.
@@ -320,8 +319,8 @@ pub unsafe fn head(level: Level, h: &Head, scratch: &mut [f32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
 unsafe fn head_avx512(h: &Head, scratch: &mut [f32], exp: UnaryFn) {
-    // SAFETY: the CPU has AVX-512 (`head`); the rest is `head`'s contract.
     let transposed: TransposedPack = pack_transposed_avx512;
+    // SAFETY: the CPU has AVX-512 (`head`); the rest is `head`'s contract.
     unsafe { head_at::<_, ROWS>(Avx512::new(), h, scratch, exp, Some(transposed)) }
 }
 

@@ -84,17 +84,9 @@ impl Columns {
     }
 }
 
-/// How `op` splits by columns on `threads` threads with `packed` its right
-/// operand packed ahead: by [`column_pieces`], when the whole op would run the
-/// packed kernel on it.
-pub(crate) fn plan(
-    op: &Op,
-    inputs: &[TensorRef],
-    packed: Option<&PackedB>,
-    threads: usize,
-) -> Option<Columns> {
-    let p = packed.filter(|_| threads >= 2)?;
-    let (rows, k, n) = runs_packed(op, inputs, p)?;
+/// How a product of `(rows, k, n)` that runs whole on its packed weights
+/// ([`runs_packed`]) splits by columns on `threads` threads: by [`column_pieces`].
+pub(crate) fn plan((rows, k, n): (usize, usize, usize), threads: usize) -> Option<Columns> {
     let pieces = column_pieces(rows, k, n, threads);
     (pieces >= 2).then_some(Columns { pieces, n })
 }

@@ -454,21 +454,22 @@ pub fn execute_planned(
     env: Env<'_>,
 ) -> Result<usize, OpError> {
     let threads = env.pool.map_or(1, Pool::threads);
-    if let ([out], Some(pool), Some(packed)) = (&mut *outputs, env.pool, env.packed_b)
-        && let Some(split) = columns::plan(op, inputs, Some(packed), threads)
+    // a product that runs whole on its packed weights gives the same bits cut
+    // anywhere (`columns::runs_packed`): by columns across the threads, or in row
+    // pieces — each streaming all the weights — no more than the threads (one
+    // runs it whole)
+    let packed = env
+        .packed_b
+        .and_then(|p| columns::runs_packed(op, inputs, p).map(|dims| (p, dims)));
+    if let ([out], Some(pool), Some((p, dims))) = (&mut *outputs, env.pool, packed)
+        && let Some(split) = columns::plan(dims, threads)
     {
-        columns::execute(op, inputs, out, scratch, pool, packed, split)?;
+        columns::execute(op, inputs, out, scratch, pool, p, split)?;
         return Ok(split.pieces());
     }
-    // a product that runs whole on its packed weights gives the same bits cut
-    // anywhere (`columns::runs_packed`): its row pieces, each streaming all the
-    // weights, are no more than the threads (one runs it whole)
-    let bit_neutral = env
-        .packed_b
-        .is_some_and(|p| columns::runs_packed(op, inputs, p).is_some());
-    let split = plan.split.and_then(|p| match bit_neutral {
-        true => p.capped(threads),
-        false => p.for_threads(threads),
+    let split = plan.split.and_then(|p| match packed {
+        Some(_) => p.capped(threads),
+        None => p.for_threads(threads),
     });
     if let [out] = outputs
         && let Some(plan) = split

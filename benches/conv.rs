@@ -3,7 +3,8 @@
 //! stored) and with the weights packed for Winograd F(2×2, 3×3) (`winograd/…`:
 //! `PackedConvWeights`), at the light CNNs' layer shapes: ResNet-50's 64 → 64 at 56²
 //! … 512 → 512 at 7², VGG-19's 64 at 224² and 512 at 28², SqueezeNet's 32 → 128 at
-//! 27² and 48 → 192 at 13². Shapes below `WINOGRAD_MIN_OUTPUTS` output channels
+//! 27², 48 → 192 and 64 → 256 at 13², 16 → 64 at 55², DenseNet's 128 → 32 at 14²
+//! and the reference convnet's 16 → 32 at 16². Shapes below `WINOGRAD_MIN_OUTPUTS` output channels
 //! (not packed for Winograd) are timed on the direct path only, for the threshold.
 //!
 //! Small maps (at most `TRANSPOSED_MAX_POSITIONS` outputs) also run as the
@@ -42,6 +43,8 @@ fn conv3x3(c: &mut Criterion) {
         (64, 64, 7),
         (128, 32, 14),
         (16, 32, 16),
+        (64, 256, 13),
+        (16, 64, 55),
     ] {
         let win = Window {
             kernel: [3, 3],
@@ -115,6 +118,8 @@ fn conv1x1(c: &mut Criterion) {
         (1024, 2048, 7),
         (64, 16, 55),
         (16, 64, 55),
+        (128, 16, 55),
+        (512, 1000, 13),
     ] {
         let win = Window {
             kernel: [1, 1],

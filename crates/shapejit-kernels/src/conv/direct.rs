@@ -14,9 +14,9 @@
 //! `q ∈ 0..OH·Wq` (columns `ox ≥ OW` computed into a buffer and dropped when
 //! the valid columns are copied out), or row by row (each row's last vector
 //! partial, stored straight into the output) where that needs no more vectors.
-//! [`CHANNEL_BLOCK`] output channels are computed together over a block of
-//! vectors (4 × 6 accumulators at AVX-512: each loaded input vector feeds four
-//! channels): `acc = bias`, then one fused multiply-add per tap in `(c, i, j)`
+//! Up to [`CHANNEL_BLOCK`] output channels are computed together over a block
+//! of vectors (8 × 3 accumulators at AVX-512, 4 × 3 at AVX2: each loaded input
+//! vector feeds every channel of the block): `acc = bias`, then one fused multiply-add per tap in `(c, i, j)`
 //! order, then the activation. Pooling runs the flat walk with `max` (NaN
 //! propagating, padding −∞) or a sum (padding +0, which leaves every sum
 //! unchanged: a sum starting at +0 is never −0) over the taps in `(i, j)`
@@ -33,14 +33,22 @@ use super::{ConvGeom, Window, copy_run, gather_run};
 use crate::cpu::{self, Level};
 use crate::packed::Activation;
 use crate::simd::vector::{Scalar, Simd};
-use std::ops::Range;
 
 /// Lanes the planes are padded for (the widest level's), so scratch sizes do
 /// not depend on the level in use.
 pub(super) const MAX_LANES: usize = 16;
-/// Output channels computed together: each loaded input vector feeds this
-/// many accumulators.
-pub(super) const CHANNEL_BLOCK: usize = 4;
+/// The most output channels computed together (at AVX-512; [`channel_block`]):
+/// each loaded input vector feeds this many accumulators.
+pub(super) const CHANNEL_BLOCK: usize = 8;
+
+/// Output channels computed together at `level`: [`CHANNEL_BLOCK`] × 3 vectors
+/// of accumulators in AVX-512's 32 registers, 4 × 3 in the 16 below.
+fn channel_block(level: Level) -> usize {
+    match level.capped() {
+        Level::Avx512 => CHANNEL_BLOCK,
+        _ => 4,
+    }
+}
 
 /// How the convolution cuts its output positions into vectors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -302,8 +310,8 @@ pub(super) struct Channels<'a> {
 
 /// Computes the output planes `out` (`M` planes of `OH·OW` floats) of the
 /// channels `ch`, all reading the group at `base`; `scratch` holds
-/// [`Planes::scratch_len`]`(g.cg, CHANNEL_BLOCK)` floats, `offsets` the
-/// group's [`tap_offsets`].
+/// [`Planes::scratch_len`]`(g.cg, CHANNEL_BLOCK)` floats, `offsets` the group's
+/// [`tap_offsets`]; [`channel_block`] channels at a time.
 pub(super) fn conv_group(
     out: &mut [f32],
     g: &ConvGeom,
@@ -318,11 +326,19 @@ pub(super) fn conv_group(
     let taps = Taps { planes, offsets };
     let [oh, ow] = g.win.out;
     let m = out.len() / (oh * ow);
-    for m0 in (0..m).step_by(CHANNEL_BLOCK) {
-        let rows = m0..(m0 + CHANNEL_BLOCK).min(m);
+    let k = offsets.len();
+    let block = channel_block(cpu::level());
+    for m0 in (0..m).step_by(block) {
+        let rows = m0..(m0 + block).min(m);
+        let mb = rows.len();
+        let block = Channels {
+            w: &ch.w[rows.start * k..rows.end * k],
+            bias: ch.bias.map(|b| &b[rows.clone()]),
+            activation: ch.activation,
+        };
         let out = &mut out[rows.start * oh * ow..rows.end * oh * ow];
-        let sums = &mut sums[..rows.len() * pl.n_q];
-        sums_at_level(cpu::level(), out, sums, &taps, pl, ch, rows);
+        let sums = &mut sums[..mb * pl.n_q];
+        sums_at_level(cpu::level(), out, sums, &taps, pl, &block);
     }
 }
 
@@ -368,7 +384,6 @@ fn sums_at_level(
     taps: &Taps,
     pl: &Planes,
     ch: &Channels,
-    rows: Range<usize>,
 ) {
     #[cfg(target_arch = "x86_64")]
     {
@@ -380,41 +395,33 @@ fn sums_at_level(
             taps: &Taps,
             pl: &Planes,
             ch: &Channels,
-            rows: Range<usize>,
         ) {
             // SAFETY: called only where the CPU has AVX-512 (below).
-            sums_with(unsafe { Avx512::new() }, out, sums, taps, pl, ch, rows)
+            sums_with(unsafe { Avx512::new() }, out, sums, taps, pl, ch)
         }
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2(
-            out: &mut [f32],
-            sums: &mut [f32],
-            taps: &Taps,
-            pl: &Planes,
-            ch: &Channels,
-            rows: Range<usize>,
-        ) {
+        unsafe fn avx2(out: &mut [f32], sums: &mut [f32], taps: &Taps, pl: &Planes, ch: &Channels) {
             // SAFETY: called only where the CPU has AVX2 and FMA (below).
-            sums_with(unsafe { Avx2::new() }, out, sums, taps, pl, ch, rows)
+            sums_with(unsafe { Avx2::new() }, out, sums, taps, pl, ch)
         }
         match level.capped() {
             // SAFETY: `capped` never exceeds the CPU's level.
-            Level::Avx512 => return unsafe { avx512(out, sums, taps, pl, ch, rows) },
+            Level::Avx512 => return unsafe { avx512(out, sums, taps, pl, ch) },
             // SAFETY: as above.
-            Level::Avx2 => return unsafe { avx2(out, sums, taps, pl, ch, rows) },
+            Level::Avx2 => return unsafe { avx2(out, sums, taps, pl, ch) },
             Level::Scalar => {}
         }
     }
-    sums_with(Scalar, out, sums, taps, pl, ch, rows)
+    sums_with(Scalar, out, sums, taps, pl, ch)
 }
 
-/// `out[r, oy, ox] = act(bias + Σ_t w[m, t] · planes[offset(t) + oy·Wq + ox])`
-/// over the taps `t = (c, i, j)` in order, for the channels `m = rows.start + r`
-/// (at most [`CHANNEL_BLOCK`]): all channels at once, in blocks of several
-/// vectors of positions, then single vectors, walked as the planes say
-/// ([`Walk`]; `sums` holds the flat walk's sums). (No closures here: a closure
-/// would not inherit the caller's target features, and the intrinsics would not
-/// inline into it.)
+/// `out[r, oy, ox] = act(bias[r] + Σ_t w[r, t] · planes[offset(t) + oy·Wq + ox])`
+/// over the taps `t = (c, i, j)` in order, for the `MB` channels of `ch` (at
+/// most [`channel_block`]): all channels at
+/// once, in blocks of several vectors of positions, then fewer, walked as the
+/// planes say ([`Walk`]; `sums` holds the flat walk's sums). (No closures here:
+/// a closure would not inherit the caller's target features, and the
+/// intrinsics would not inline into it.)
 #[inline(always)]
 fn sums_with<S: Simd>(
     s: S,
@@ -423,30 +430,34 @@ fn sums_with<S: Simd>(
     taps: &Taps,
     pl: &Planes,
     ch: &Channels,
-    rows: Range<usize>,
 ) {
     let k = taps.offsets.len();
+    let mb = ch.w.len().checked_div(k).unwrap_or(0);
     let walk = Walker::new(pl, S::LANES);
     // every load, `offset + q + lanes` with `q + lanes ≤ walk.end`, lies in the planes
     assert!(
         taps.offsets
             .iter()
             .all(|o| o.to_bits() as usize + walk.end <= taps.planes.len())
-            && sums.len() >= rows.len() * pl.n_q
-            && out.len() >= rows.len() * walk.plane
-            && ch.w.len() >= rows.end * k
-            && ch.bias.is_none_or(|b| b.len() >= rows.end)
+            && mb * k == ch.w.len()
+            && sums.len() >= mb * pl.n_q
+            && out.len() >= mb * walk.plane
+            && ch.bias.is_none_or(|b| b.len() == mb)
     );
     let b = Block {
         taps,
         walk,
-        w: &ch.w[rows.start * k..rows.end * k],
-        bias: ch.bias.map(|b| &b[rows.clone()]),
+        w: ch.w,
+        bias: ch.bias,
         activation: ch.activation,
     };
     // register budget: MB·V accumulators and V loaded vectors (32 registers
     // at AVX-512, 16 below)
-    match (rows.len(), S::LANES >= 16) {
+    match (mb, S::LANES >= 16) {
+        (8, true) => b.run::<S, 8, 3>(s, out, sums),
+        (7, true) => b.run::<S, 7, 3>(s, out, sums),
+        (6, true) => b.run::<S, 6, 4>(s, out, sums),
+        (5, true) => b.run::<S, 5, 4>(s, out, sums),
         (4, true) => b.run::<S, 4, 6>(s, out, sums),
         (4, false) => b.run::<S, 4, 3>(s, out, sums),
         (3, true) => b.run::<S, 3, 7>(s, out, sums),
@@ -551,6 +562,11 @@ impl Block<'_> {
             // reads below `end` and writes inside its plane of `step` floats.
             unsafe { self.vectors::<S, MB, V>(s, dst, step, u) };
             u += V;
+        }
+        if V > 2 && u + 2 <= self.walk.count {
+            // SAFETY: as above.
+            unsafe { self.vectors::<S, MB, 2>(s, dst, step, u) };
+            u += 2;
         }
         while u < self.walk.count {
             // SAFETY: as above.

@@ -10,7 +10,8 @@
 //! `sweep/…` times both paths at every reference product — the built-in transformer's
 //! projections at M = 32·B (B = 1, 4, 16, 64) and the MLP's layers at M = B — which is
 //! what `shapejit_kernels::packed::packed_pays` is chosen from; `attention/…` the
-//! transformer's batched per-head products (B·8 products of 32×32×32 at B = 64).
+//! transformer's batched per-head products (B·8 products of 32×32×32 at B = 64);
+//! `gemv/…` matrix-vector products over packed weights that stream from memory.
 //!
 //! Criterion's throughput is in FLOP (2·M·N·K per product): read `Gelem/s` as GFLOP/s.
 
@@ -86,6 +87,33 @@ fn sweep(c: &mut Criterion) {
         .flat_map(|b| [(b, 512, 1024), (b, 1024, 1024), (b, 1024, 10)]);
     for (m, k, n) in transformer.chain(mlp) {
         gemm_and_packed(&mut group, (m, k, n), "gemm");
+    }
+    group.finish();
+}
+
+/// Matrix-vector products over weights far larger than the caches, packed once:
+/// VGG-19's first two fully connected layers at batch 1 (411 MB and 67 MB of
+/// weights streaming from memory on every call). Throughput in bytes of weights.
+fn gemv(c: &mut Criterion) {
+    let mut group = c.benchmark_group("gemv");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    for (k, n) in [(25_088, 4096), (4096, 4096)] {
+        let a: Vec<f32> = (0..k).map(|i| (i % 13) as f32 * 0.01).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 * 0.01).collect();
+        let packed = PackedB::pack(&View::contiguous(&b, &[k, n]).expect("b fits")).expect("packs");
+        drop(b);
+        let mut out = vec![0f32; n];
+        group.throughput(Throughput::Bytes(4 * (k * n) as u64));
+        group.bench_function(BenchmarkId::new("packed", format!("1x{k}x{n}")), |bench| {
+            bench.iter(|| {
+                let av = View::contiguous(&a, &[1, k]).expect("a fits");
+                matmul_packed(&mut out, &av, &packed, 1.0).expect("shapes agree");
+                black_box(&out);
+            })
+        });
     }
     group.finish();
 }
@@ -180,5 +208,5 @@ fn attention(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, gemm, sweep, attention);
+criterion_group!(benches, gemm, sweep, gemv, attention);
 criterion_main!(benches);

@@ -7,7 +7,9 @@
 //! row of `b` (zero-padded at the right edge); [`matmul_packed`] then streams each
 //! panel from cache against [`MR`] rows of `a`, keeping an `MR × NR` block of the
 //! product in registers (12 AVX registers), over `k` in blocks of [`KC`] so a panel
-//! block stays in L1 while it meets every row block of `a`, and over the panels in
+//! block stays in L1 while it meets every row block of `a` (one pass over the whole
+//! depth when `a` is one register block: nothing to reuse, each panel streams
+//! start to end), and over the panels in
 //! blocks of 32 so a `KC`-deep block of them (512 KiB) stays in L2 meanwhile. At
 //! AVX-512 the kernel takes two panels at a time against up to 12 rows (24 zmm
 //! accumulators, masked loads and stores at the right edge). Rows of `a` are read in place for narrow
@@ -481,10 +483,21 @@ fn drive(
         return Ok(());
     }
     let n_panels = n.div_ceil(NR);
+    // One register block of rows meets each panel block once: nothing is reused
+    // from cache between row blocks, so the whole depth is one pass and every
+    // panel streams start to end (a matrix-vector product over weights from
+    // memory: in `KC` blocks each panel was read as 16 KiB pieces 4·k·NR bytes
+    // apart). A prepacked `a` is laid out in `KC` blocks.
+    let depth = match left {
+        Left::Prepacked { .. } => KC,
+        _ if m <= kernel.max_rows() => k,
+        _ => KC,
+    };
     if matches!(left, Left::PackPerCall(_)) {
+        let need = MC.min(m) * depth;
         A_BLOCK.with_borrow_mut(|scratch| {
-            if scratch.len() < MC * KC {
-                scratch.resize(MC * KC, 0.0);
+            if scratch.len() < need {
+                scratch.resize(need, 0.0);
             }
         });
     }
@@ -494,8 +507,8 @@ fn drive(
         Left::Prepacked { a, row0, .. } => (*row0, a.m),
         _ => (0, m),
     };
-    for pc in (0..k).step_by(KC) {
-        let kc = KC.min(k - pc);
+    for pc in (0..k).step_by(depth) {
+        let kc = depth.min(k - pc);
         let pass = Pass {
             k0: pc,
             kc,

@@ -90,6 +90,9 @@ fn several_k_passes_and_cache_blocks() {
         (100, 600, 20),
         (3, 1, 5),
         (150, 300, 70),
+        // one register block of rows: the whole depth in one pass
+        (1, 600, 50),
+        (12, 513, 40),
     ] {
         check(m, k, n, false, 1.0);
         check(m, k, n, true, 0.125);
@@ -188,10 +191,16 @@ fn bias_epilogue_rounds_as_a_separate_add() {
 
 /// A product over `k` in chunks of a multiple of `KC`, continued with
 /// `accumulate` and the epilogue on the last chunk only, is bit-identical to the
-/// one product (the convolution's chunked im2col relies on it).
+/// one product (the convolution's chunked im2col relies on it), whether the
+/// product runs in `KC` passes (13 rows) or in one (5 rows).
 #[test]
 fn chunked_products_continue_bit_for_bit() {
-    let (m, k, n) = (13, 2 * KC + 37, 41);
+    for m in [13, 5] {
+        chunked_product_matches(m, 2 * KC + 37, 41);
+    }
+}
+
+fn chunked_product_matches(m: usize, k: usize, n: usize) {
     let a_data = values(m * k, 8);
     let b_data = values(k * n, 9);
     let rows = values(m, 10);

@@ -69,8 +69,7 @@ fn shared_onnx_models_are_bit_identical_at_1_2_3_threads() {
 
 /// One-image convolutions wide enough to split by output channels (256 of them:
 /// pieces of at least 64; a 3×3 one on the direct path, a 1×1 one on the packed
-/// weights from each piece's first channel, a 3×3 one on Winograd's, which pays
-/// from 56² positions): at 1, 2
+/// weights from each piece's first channel, a 3×3 one on Winograd's): at 1, 2
 /// and 3 threads bit-identical to each other; up to the 1×1 convolution also to
 /// the same module reading its weights unpacked (on the direct path for both
 /// 3×3 convolutions), the Winograd output within rounding of it.
@@ -85,7 +84,7 @@ fn a_one_image_convolution_splits_by_channels_bit_identically() {
                 .collect()
         };
         let mut b = GraphBuilder::new("conv");
-        let x = b.input("x", DType::F32, shape![1, 16, 56, 56]);
+        let x = b.input("x", DType::F32, shape![1, 16, 28, 28]);
         let w = b.constant(
             "w",
             Tensor::from_vec(values(256 * 16 * 9, 1), &[256, 16, 3, 3]).unwrap(),
@@ -112,10 +111,10 @@ fn a_one_image_convolution_splits_by_channels_bit_identically() {
         b.finish().unwrap()
     };
     let x = Tensor::from_vec(
-        (0..16 * 56 * 56)
+        (0..16 * 28 * 28)
             .map(|i| ((i % 97) as f32 - 48.0) / 50.0)
             .collect(),
-        &[1, 16, 56, 56],
+        &[1, 16, 28, 28],
     )
     .unwrap();
     // the reference reads the weights as stored (no packing to index into)

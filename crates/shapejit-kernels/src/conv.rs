@@ -43,9 +43,7 @@ mod winograd;
 
 pub use pool::{Pool, pool2d, pool2d_scratch_len};
 pub use transposed::{TRANSPOSED_MAX_POSITIONS, TRANSPOSED_MIN_OUTPUTS};
-pub use winograd::{
-    WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_OUTPUTS, WINOGRAD_PAYS_CHANNELS, WINOGRAD_PAYS_POSITIONS,
-};
+pub use winograd::{WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_OUTPUTS};
 
 /// Window geometry shared by conv and pools (all sizes already validated
 /// by the caller: output sizes follow from the others).
@@ -100,14 +98,6 @@ pub fn takes_gemm(c_out_per_group: usize, kernel: [usize; 2]) -> bool {
 /// group. A call on some of the channels takes it too (any range).
 pub fn takes_winograd(c_in_per_group: usize, win: &Window) -> bool {
     winograd::applies(c_in_per_group, win.kernel, win.strides, win.dilations)
-}
-
-/// Whether a convolution that [`takes_winograd`] is faster on it than on the
-/// direct path inside a model, where its weights arrive cold
-/// ([`WINOGRAD_PAYS_CHANNELS`], [`WINOGRAD_PAYS_POSITIONS`]): the runtime packs
-/// (and passes) Winograd weights only for such calls.
-pub fn winograd_pays(c_in_per_group: usize, win: &Window) -> bool {
-    winograd::pays(c_in_per_group, win.out)
 }
 
 /// Whether [`conv2d`] runs a group of `c_out_per_group` output channels with

@@ -50,7 +50,7 @@ use shapejit_bytecode::{
 };
 use shapejit_ir::tensor::byte_len;
 use shapejit_ir::{DType, Op, Tensor};
-use shapejit_kernels::conv::{self, PackedConvWeights};
+use shapejit_kernels::conv::PackedConvWeights;
 use shapejit_kernels::packed::PackedB;
 use smallvec::SmallVec;
 use std::sync::{Arc, Mutex};
@@ -1297,7 +1297,7 @@ fn packed_conv<'a>(
     let (id, t, l) = weights_const(ctx, regs, srcs)?;
     let contiguous = l.offset == 0 && l.shape[..] == *t.shape() && l.is_contiguous();
     let inner = ctx.inner;
-    let (&[c_out, cg, kh, kw], &[_, _, oh, ow]) = (t.shape(), &out?.layout.shape[..]) else {
+    let (&[c_out, _, kh, kw], &[_, _, oh, ow]) = (t.shape(), &out?.layout.shape[..]) else {
         return None;
     };
     let win = ops::kernel_window(window, [kh, kw], [oh, ow]);
@@ -1305,12 +1305,9 @@ fn packed_conv<'a>(
         groups: *groups,
         strides: window.strides,
         dilations: window.dilations,
-        transposed: conv::takes_transposed(c_out / groups.max(&1), &win),
+        transposed: shapejit_kernels::conv::takes_transposed(c_out / groups.max(&1), &win),
     };
-    // Winograd weights only for the maps where Winograd beats the direct path
-    let direct =
-        !form.transposed && conv::takes_winograd(cg, &win) && !conv::winograd_pays(cg, &win);
-    (contiguous && !direct)
+    contiguous
         .then(|| inner.packed.get_conv(id, t, form, &inner.counters.global))
         .flatten()
 }

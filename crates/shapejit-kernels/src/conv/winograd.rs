@@ -43,9 +43,8 @@ const POSITIONS: usize = 16;
 /// depth is too small to amortize the transforms (the direct path runs them).
 pub const WINOGRAD_MIN_CHANNELS: usize = 32;
 /// Output channels per group from which the weights are packed for Winograd.
-/// Measured per layer against the direct path of four channels per block
-/// (`cargo bench -p shapejit-benches --bench conv`, one image, one thread,
-/// warm weights; [`WINOGRAD_PAYS_CHANNELS`] says where it pays in a model): 64 → 64 channels at 56² 1.31× faster,
+/// Measured per layer against the direct path (`cargo bench -p shapejit-benches
+/// --bench conv`, one image, one thread): 64 → 64 channels at 56² 1.31× faster,
 /// 128 at 28² 1.59×, 256 at 14² 1.53×, 512 at 7² 1.20×, 512 at 28² 1.77×, 64 at
 /// 224² 2.37×, 32 → 128 at 27² 1.09×, 48 → 192 at 13² 1.20×; with this threshold
 /// lowered to 32, layers of 32 output channels ran 0.7–0.85× (128 → 32 at 14², 32
@@ -54,20 +53,6 @@ pub const WINOGRAD_MIN_CHANNELS: usize = 32;
 /// tiles per row fill half a vector in the transforms), 512 at 7² 0.96–1.20×
 /// across runs.
 pub const WINOGRAD_MIN_OUTPUTS: usize = 64;
-/// Input channels per group and output positions from which Winograd beats
-/// the direct path inside a model ([`pays`]), where a layer's transformed
-/// weights (16/9 of the weights' bytes, read again by every chunk of tiles)
-/// arrive cold from L3 or memory. Measured per layer against the direct path
-/// of eight channels per block (`shapejit run MODEL --tier interp --threads 1
-/// --profile`, the light models at batch 1, alternated runs): Winograd ran
-/// VGG-19's 128 at 112² 1.47× and 256 at 56² 1.75–1.83× as fast (128 → 256 at
-/// 56² 1.16×), 64 at 224² and 64 → 128 at 112² 0.95–1.0×, 512 at 28² 0.92–1.0×
-/// (256 → 512 at 28² 0.76×), 512 at 14² 0.34×; ResNet-50's 64 at 56² 0.77–0.94×,
-/// 128 at 28² 0.90–0.98×, 256 at 14² 0.52–0.58×; SqueezeNet's 3×3 layers
-/// (13² and 27²) 0.77–0.96×.
-pub const WINOGRAD_PAYS_CHANNELS: usize = 128;
-/// See [`WINOGRAD_PAYS_CHANNELS`].
-pub const WINOGRAD_PAYS_POSITIONS: usize = 56 * 56;
 /// Tiles per chunk (whole tile rows, at least one): each chunk reads all the
 /// transformed weights, which must meet enough tiles to be worth it, while the
 /// chunk's transformed inputs should stay in cache until their GEMMs. With this
@@ -84,13 +69,6 @@ const MAX_LANES: usize = 16;
 /// where it has at least [`WINOGRAD_MIN_OUTPUTS`] output channels per group).
 pub fn applies(cg: usize, kernel: [usize; 2], strides: [usize; 2], dilations: [usize; 2]) -> bool {
     kernel == [3, 3] && strides == [1, 1] && dilations == [1, 1] && cg >= WINOGRAD_MIN_CHANNELS
-}
-
-/// Whether a layer that can run on Winograd should, inside a model: at least
-/// [`WINOGRAD_PAYS_CHANNELS`] input channels per group and
-/// [`WINOGRAD_PAYS_POSITIONS`] output positions.
-pub fn pays(cg: usize, out: [usize; 2]) -> bool {
-    cg >= WINOGRAD_PAYS_CHANNELS && out[0].saturating_mul(out[1]) >= WINOGRAD_PAYS_POSITIONS
 }
 
 /// `G v` for `G` of F(2×2, 3×3) (`U = G g Gᵀ`): `G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1]`.

@@ -2,8 +2,8 @@
 //! windows), transposed convolution (GEMM + col2im) and max/average pooling, NCHW.
 //!
 //! conv2d ([`takes_gemm`] chooses): 3×3 windows at stride 1 whose weights are
-//! packed for it run on Winograd F(2×2, 3×3) (`winograd`, [`takes_winograd`];
-//! the runtime packs them only where [`winograd_pays`]); other k×k windows, and
+//! packed for it run on Winograd F(2×2, 3×3) (`winograd`, [`takes_winograd`]);
+//! other k×k windows, and
 //! groups of fewer than [`GEMM_MIN_CHANNELS`] output channels, run on the
 //! direct path (`direct`): the group's input rearranged into phase planes of
 //! the padded input, eight output channels at a time (four below AVX-512)

@@ -51,7 +51,13 @@ pub const WINOGRAD_MIN_CHANNELS: usize = 32;
 /// → 32 at 32²: too few GEMM rows for the transforms). Small layers that pass the
 /// thresholds can still lose: 32 → 64 and 64 → 64 at 14² ran 0.83× and 0.90× (7
 /// tiles per row fill half a vector in the transforms), 512 at 7² 0.96–1.20×
-/// across runs.
+/// across runs. Against the direct path of eight channels per block, in the
+/// light models at batch 1 (steady state: per-slot `--profile` time of 1 + N
+/// runs minus that of 1 run, so the first call's packing is left out), Winograd
+/// ran VGG-19's 512 at 28² 1.7–2.0× as fast, 64 at 224² 1.1×, 512 at 14²
+/// 0.69–1.07×, ResNet-50's 128 at 28² 1.14–1.22×, 256 at 14² 1.05–1.17×, but
+/// its 64 at 56² 0.85–0.92×; SqueezeNet's 3×3 layers 0.92–1.11× (`shapejit run
+/// MODEL --tier interp --threads 1 --profile --json`, two alternated rounds).
 pub const WINOGRAD_MIN_OUTPUTS: usize = 64;
 /// Tiles per chunk (whole tile rows, at least one): each chunk reads all the
 /// transformed weights, which must meet enough tiles to be worth it, while the

@@ -16,8 +16,8 @@
 //! partial, stored straight into the output) where that needs no more vectors.
 //! Up to [`CHANNEL_BLOCK`] output channels are computed together over a block
 //! of vectors (8 × 3 accumulators at AVX-512, 4 × 3 at AVX2: each loaded input
-//! vector feeds every channel of the block): `acc = bias`, then one fused multiply-add per tap in `(c, i, j)`
-//! order, then the activation. Pooling runs the flat walk with `max` (NaN
+//! vector feeds every channel of the block): `acc = bias`, then one fused
+//! multiply-add per tap in `(c, i, j)` order, then the activation. Pooling runs the flat walk with `max` (NaN
 //! propagating, padding −∞) or a sum (padding +0, which leaves every sum
 //! unchanged: a sum starting at +0 is never −0) over the taps in `(i, j)`
 //! order, as the scalar definition does.
@@ -416,12 +416,12 @@ fn sums_at_level(
 }
 
 /// `out[r, oy, ox] = act(bias[r] + Σ_t w[r, t] · planes[offset(t) + oy·Wq + ox])`
-/// over the taps `t = (c, i, j)` in order, for the `MB` channels of `ch` (at
-/// most [`channel_block`]): all channels at
-/// once, in blocks of several vectors of positions, then fewer, walked as the
-/// planes say ([`Walk`]; `sums` holds the flat walk's sums). (No closures here:
-/// a closure would not inherit the caller's target features, and the
-/// intrinsics would not inline into it.)
+/// over the taps `t = (c, i, j)` in order, for the `MB` channels of `ch` (its
+/// output planes in `out`, at most [`channel_block`]): all channels at once, in
+/// blocks of several vectors of positions, then fewer, walked as the planes say
+/// ([`Walk`]; `sums` holds the flat walk's sums). (No closures here: a closure
+/// would not inherit the caller's target features, and the intrinsics would not
+/// inline into it.)
 #[inline(always)]
 fn sums_with<S: Simd>(
     s: S,
@@ -432,8 +432,9 @@ fn sums_with<S: Simd>(
     ch: &Channels,
 ) {
     let k = taps.offsets.len();
-    let mb = ch.w.len().checked_div(k).unwrap_or(0);
     let walk = Walker::new(pl, S::LANES);
+    // the block's channels: its output planes
+    let mb = out.len().checked_div(walk.plane).unwrap_or(0);
     // every load, `offset + q + lanes` with `q + lanes ≤ walk.end`, lies in the planes
     assert!(
         taps.offsets
@@ -441,7 +442,6 @@ fn sums_with<S: Simd>(
             .all(|o| o.to_bits() as usize + walk.end <= taps.planes.len())
             && mb * k == ch.w.len()
             && sums.len() >= mb * pl.n_q
-            && out.len() >= mb * walk.plane
             && ch.bias.is_none_or(|b| b.len() == mb)
     );
     let b = Block {

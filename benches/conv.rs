@@ -4,8 +4,9 @@
 //! `PackedConvWeights`), at the light CNNs' layer shapes: ResNet-50's 64 → 64 at 56²
 //! … 512 → 512 at 7², VGG-19's 64 at 224² and 512 at 28², SqueezeNet's 32 → 128 at
 //! 27², 48 → 192 and 64 → 256 at 13², 16 → 64 at 55², DenseNet's 128 → 32 at 14²
-//! and the reference convnet's 16 → 32 at 16². Shapes below `WINOGRAD_MIN_OUTPUTS` output channels
-//! (not packed for Winograd) are timed on the direct path only, for the threshold.
+//! and the reference convnet's 16 → 32 at 16². Shapes below `WINOGRAD_MIN_OUTPUTS`
+//! output channels (not packed for Winograd) are timed on the direct path only,
+//! for the threshold.
 //!
 //! Small maps (at most `TRANSPOSED_MAX_POSITIONS` outputs) also run as the
 //! transposed product (`transposed/…`: `PackedConvWeights::pack_transposed`).

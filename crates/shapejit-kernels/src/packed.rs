@@ -9,8 +9,8 @@
 //! product in registers (12 AVX registers), over `k` in blocks of [`KC`] so a panel
 //! block stays in L1 while it meets every row block of `a` (one pass over the whole
 //! depth when `a` is one register block: nothing to reuse, each panel streams
-//! start to end), and over the panels in
-//! blocks of 32 so a `KC`-deep block of them (512 KiB) stays in L2 meanwhile. At
+//! start to end), and over the panels in blocks of 32 so a `KC`-deep block of
+//! them (512 KiB) stays in L2 meanwhile. At
 //! AVX-512 the kernel takes two panels at a time against up to 12 rows (24 zmm
 //! accumulators, masked loads and stores at the right edge). Rows of `a` are read in place for narrow
 //! products; when `b` has more than a few panels, each `MC × KC` block of `a` is

@@ -17,10 +17,10 @@
 //! Up to [`CHANNEL_BLOCK`] output channels are computed together over a block
 //! of vectors (8 × 3 accumulators at AVX-512, 4 × 3 at AVX2: each loaded input
 //! vector feeds every channel of the block): `acc = bias`, then one fused
-//! multiply-add per tap in `(c, i, j)` order, then the activation. Pooling runs the flat walk with `max` (NaN
-//! propagating, padding −∞) or a sum (padding +0, which leaves every sum
-//! unchanged: a sum starting at +0 is never −0) over the taps in `(i, j)`
-//! order, as the scalar definition does.
+//! multiply-add per tap in `(c, i, j)` order, then the activation. Pooling runs
+//! the flat walk with `max` (NaN propagating, padding −∞) or a sum (padding +0,
+//! which leaves every sum unchanged: a sum starting at +0 is never −0) over the
+//! taps in `(i, j)` order, as the scalar definition does.
 //!
 //! **Invariant:** every read lies inside the planes ([`Planes::len`] covers the
 //! furthest tap of the last vector of either walk); padding reads as 0. Each
@@ -37,18 +37,9 @@ use crate::simd::vector::{Scalar, Simd};
 /// Lanes the planes are padded for (the widest level's), so scratch sizes do
 /// not depend on the level in use.
 pub(super) const MAX_LANES: usize = 16;
-/// The most output channels computed together (at AVX-512; [`channel_block`]):
-/// each loaded input vector feeds this many accumulators.
+/// The most output channels computed together (at AVX-512; four below, see
+/// [`sums_with`]): each loaded input vector feeds this many accumulators.
 pub(super) const CHANNEL_BLOCK: usize = 8;
-
-/// Output channels computed together at `level`: [`CHANNEL_BLOCK`] × 3 vectors
-/// of accumulators in AVX-512's 32 registers, 4 × 3 in the 16 below.
-fn channel_block(level: Level) -> usize {
-    match level.capped() {
-        Level::Avx512 => CHANNEL_BLOCK,
-        _ => 4,
-    }
-}
 
 /// How the convolution cuts its output positions into vectors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -311,7 +302,7 @@ pub(super) struct Channels<'a> {
 /// Computes the output planes `out` (`M` planes of `OH·OW` floats) of the
 /// channels `ch`, all reading the group at `base`; `scratch` holds
 /// [`Planes::scratch_len`]`(g.cg, CHANNEL_BLOCK)` floats, `offsets` the group's
-/// [`tap_offsets`]; [`channel_block`] channels at a time.
+/// [`tap_offsets`].
 pub(super) fn conv_group(
     out: &mut [f32],
     g: &ConvGeom,
@@ -324,22 +315,7 @@ pub(super) fn conv_group(
     let (planes, sums) = scratch.split_at_mut(pl.scratch_len(g.cg, 0));
     fill_at_level(cpu::level(), planes, pl, g, base, 0.0);
     let taps = Taps { planes, offsets };
-    let [oh, ow] = g.win.out;
-    let m = out.len() / (oh * ow);
-    let k = offsets.len();
-    let block = channel_block(cpu::level());
-    for m0 in (0..m).step_by(block) {
-        let rows = m0..(m0 + block).min(m);
-        let mb = rows.len();
-        let block = Channels {
-            w: &ch.w[rows.start * k..rows.end * k],
-            bias: ch.bias.map(|b| &b[rows.clone()]),
-            activation: ch.activation,
-        };
-        let out = &mut out[rows.start * oh * ow..rows.end * oh * ow];
-        let sums = &mut sums[..mb * pl.n_q];
-        sums_at_level(cpu::level(), out, sums, &taps, pl, &block);
-    }
+    sums_at_level(cpu::level(), out, sums, &taps, pl, ch);
 }
 
 /// Writes into `table` the offset in the planes of every tap `(c, i, j)`, in
@@ -416,12 +392,12 @@ fn sums_at_level(
 }
 
 /// `out[r, oy, ox] = act(bias[r] + Σ_t w[r, t] · planes[offset(t) + oy·Wq + ox])`
-/// over the taps `t = (c, i, j)` in order, for the `MB` channels of `ch` (its
-/// output planes in `out`, at most [`channel_block`]): all channels at once, in
-/// blocks of several vectors of positions, then fewer, walked as the planes say
-/// ([`Walk`]; `sums` holds the flat walk's sums). (No closures here: a closure
-/// would not inherit the caller's target features, and the intrinsics would not
-/// inline into it.)
+/// over the taps `t = (c, i, j)` in order, for the channels of `ch` (its output
+/// planes in `out`), in blocks of [`CHANNEL_BLOCK`] at AVX-512 and 4 below: a
+/// block's channels at once, over blocks of several vectors of positions, then
+/// fewer, walked as the planes say ([`Walk`]; `sums` holds a block's flat-walk
+/// sums). (No closures here: a closure would not inherit the caller's target
+/// features, and the intrinsics would not inline into it.)
 #[inline(always)]
 fn sums_with<S: Simd>(
     s: S,
@@ -433,45 +409,40 @@ fn sums_with<S: Simd>(
 ) {
     let k = taps.offsets.len();
     let walk = Walker::new(pl, S::LANES);
-    // the block's channels: its output planes
-    let mb = out.len().checked_div(walk.plane).unwrap_or(0);
+    // the channels: the output planes
+    let m = out.len().checked_div(walk.plane).unwrap_or(0);
+    // register budget: MB·V accumulators and V loaded vectors (32 registers
+    // at AVX-512, 16 below)
+    let wide = S::LANES >= 16;
+    let block = if wide { CHANNEL_BLOCK } else { 4 };
     // every load, `offset + q + lanes` with `q + lanes ≤ walk.end`, lies in the planes
     assert!(
         taps.offsets
             .iter()
             .all(|o| o.to_bits() as usize + walk.end <= taps.planes.len())
-            && mb * k == ch.w.len()
-            && sums.len() >= mb * pl.n_q
-            && ch.bias.is_none_or(|b| b.len() == mb)
+            && m * k == ch.w.len()
+            && sums.len() >= block.min(m) * pl.n_q
+            && ch.bias.is_none_or(|b| b.len() == m)
     );
-    let b = Block {
-        taps,
-        walk,
-        w: ch.w,
-        bias: ch.bias,
-        activation: ch.activation,
-    };
-    // register budget: MB·V accumulators and V loaded vectors (32 registers
-    // at AVX-512, 16 below)
-    match (mb, S::LANES >= 16) {
-        (8, true) => b.run::<S, 8, 3>(s, out, sums),
-        (7, true) => b.run::<S, 7, 3>(s, out, sums),
-        (6, true) => b.run::<S, 6, 4>(s, out, sums),
-        (5, true) => b.run::<S, 5, 4>(s, out, sums),
-        (4, true) => b.run::<S, 4, 6>(s, out, sums),
-        (4, false) => b.run::<S, 4, 3>(s, out, sums),
-        (3, true) => b.run::<S, 3, 7>(s, out, sums),
-        (3, false) => b.run::<S, 3, 3>(s, out, sums),
-        (2, true) => b.run::<S, 2, 8>(s, out, sums),
-        (2, false) => b.run::<S, 2, 4>(s, out, sums),
-        _ => b.run::<S, 1, 8>(s, out, sums),
-    }
-    if pl.walk == Walk::Flat {
-        let ow = walk.ow;
-        let sums = sums.chunks_exact(pl.n_q);
-        for (out, sums) in out.chunks_exact_mut(walk.plane).zip(sums) {
-            for (d, src) in out.chunks_exact_mut(ow).zip(sums.chunks(pl.cols)) {
-                copy_run(s, d, &src[..ow]);
+    for m0 in (0..m).step_by(block) {
+        let rows = m0..(m0 + block).min(m);
+        let out = &mut out[rows.start * walk.plane..rows.end * walk.plane];
+        let sums = &mut sums[..rows.len() * pl.n_q];
+        let b = Block {
+            taps,
+            walk,
+            w: &ch.w[rows.start * k..rows.end * k],
+            bias: ch.bias.map(|b| &b[rows.clone()]),
+            activation: ch.activation,
+        };
+        b.run_block(s, out, sums, wide);
+        if pl.walk == Walk::Flat {
+            let ow = walk.ow;
+            let sums = sums.chunks_exact(pl.n_q);
+            for (out, sums) in out.chunks_exact_mut(walk.plane).zip(sums) {
+                for (d, src) in out.chunks_exact_mut(ow).zip(sums.chunks(pl.cols)) {
+                    copy_run(s, d, &src[..ow]);
+                }
             }
         }
     }
@@ -542,6 +513,26 @@ struct Block<'a> {
 }
 
 impl Block<'_> {
+    /// [`Block::run`] with the register blocking for this block's channel count
+    /// (`out` holds their planes, at most [`CHANNEL_BLOCK`] of them where `wide`,
+    /// 4 otherwise).
+    #[inline(always)]
+    fn run_block<S: Simd>(&self, s: S, out: &mut [f32], sums: &mut [f32], wide: bool) {
+        match (out.len() / self.walk.plane, wide) {
+            (8, true) => self.run::<S, 8, 3>(s, out, sums),
+            (7, true) => self.run::<S, 7, 3>(s, out, sums),
+            (6, true) => self.run::<S, 6, 4>(s, out, sums),
+            (5, true) => self.run::<S, 5, 4>(s, out, sums),
+            (4, true) => self.run::<S, 4, 6>(s, out, sums),
+            (4, false) => self.run::<S, 4, 3>(s, out, sums),
+            (3, true) => self.run::<S, 3, 7>(s, out, sums),
+            (3, false) => self.run::<S, 3, 3>(s, out, sums),
+            (2, true) => self.run::<S, 2, 8>(s, out, sums),
+            (2, false) => self.run::<S, 2, 4>(s, out, sums),
+            _ => self.run::<S, 1, 8>(s, out, sums),
+        }
+    }
+
     /// Every vector of positions of the `MB` channels (checked by
     /// [`sums_with`]): blocks of `V` vectors, then single vectors; into `out`
     /// (`MB` output planes) or `sums` (`MB` planes of `n_q`) as the walk says.

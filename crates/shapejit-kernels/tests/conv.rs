@@ -602,8 +602,8 @@ fn winograd_keeps_nonfinite_semantics() {
     assert!(PackedConvWeights::pack(&bad, [c_out, c_in, 3, 3], 1, [1, 1], [1, 1]).is_none());
 }
 
-/// The direct path (1 to 7 output channels per group: every block of
-/// channels) over planes of many sizes: sums of one vector to many blocks of
+/// The direct path (1, 2, 3, 4, 5 and 7 output channels per group: with the
+/// channel ranges test, every block height at each level) over planes of many sizes: sums of one vector to many blocks of
 /// vectors, with every tail, at strides 1 to 3, dilation 2 and uneven padding.
 #[test]
 fn direct_at_many_sizes() {
@@ -628,7 +628,7 @@ fn direct_at_many_sizes() {
             {
                 continue;
             }
-            for c_out in [5, 10, 15, 20, 35] {
+            for c_out in [5, 10, 15, 20, 25, 35] {
                 check_conv(&Case {
                     n: 2,
                     c_in: 5,

@@ -924,7 +924,7 @@ mod tests {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{Bias, NR, Operand, Pass, Tile};
-    use crate::simd::vector::{Avx512, Simd};
+    use crate::simd::vector::{Avx2, Avx512, Simd};
     use std::arch::x86_64::*;
 
     /// Steps of `k` ahead that the AVX-512 kernel prefetches `b`'s panels.
@@ -949,33 +949,6 @@ mod x86 {
         rows
     }
 
-    /// Stores a tile's sums: `out[row r, col j] = act(sums[r][j] (· scale) (+ bias))`,
-    /// each step rounded as a separate op would round it. The kernels spill their
-    /// accumulators to `sums` first, so they index them with constants only and
-    /// they stay in registers through the k loop.
-    #[inline(always)]
-    fn finish_tile<const W: usize>(sums: &[[f32; W]], out: &mut [f32], pass: &Pass, tile: &Tile) {
-        for (r, sum) in sums.iter().enumerate() {
-            let o = (tile.row + r) * tile.ldc + tile.col;
-            let (dst, src) = (&mut out[o..o + tile.cols], &sum[..tile.cols]);
-            match pass.scale {
-                Some(c) => dst.iter_mut().zip(src).for_each(|(d, &v)| *d = v * c),
-                None => dst.copy_from_slice(src),
-            }
-            match pass.epilogue.bias {
-                Bias::None => {}
-                Bias::PerRow(b) => dst.iter_mut().for_each(|d| *d += b[tile.row + r]),
-                Bias::PerColumn(b) => {
-                    let b = &b[tile.col..tile.col + tile.cols];
-                    dst.iter_mut().zip(b).for_each(|(d, &v)| *d += v);
-                }
-            }
-            if let Some(act) = pass.epilogue.activation {
-                dst.iter_mut().for_each(|d| *d = act.apply(*d));
-            }
-        }
-    }
-
     /// An `R × 16` register tile over one pass (AVX2: two 8-lane halves per row).
     ///
     /// # Safety
@@ -992,16 +965,18 @@ mod x86 {
         pass: &Pass,
         tile: &Tile,
     ) {
+        // SAFETY: the caller's contract: the CPU has AVX2 and FMA.
+        let s = unsafe { Avx2::new() };
+        // lanes of each 8-column half of the tile's rows
+        let lanes: [usize; 2] = std::array::from_fn(|h| tile.cols.saturating_sub(8 * h).min(8));
         let mut acc = [[_mm256_setzero_ps(); 2]; R];
         if !pass.first {
             for (r, acc) in acc.iter_mut().enumerate() {
-                let mut buf = [0f32; NR];
                 let o = (tile.row + r) * tile.ldc + tile.col;
-                buf[..tile.cols].copy_from_slice(&out[o..o + tile.cols]);
-                // SAFETY: `buf` holds NR = 16 floats.
-                unsafe {
-                    acc[0] = _mm256_loadu_ps(buf.as_ptr());
-                    acc[1] = _mm256_loadu_ps(buf.as_ptr().add(8));
+                let src = &out[o..o + tile.cols];
+                for (h, acc) in acc.iter_mut().enumerate() {
+                    // SAFETY: lanes 8h .. 8h + lanes[h] lie in `src`.
+                    *acc = unsafe { load_lanes(s, src.as_ptr().wrapping_add(8 * h), lanes[h]) };
                 }
             }
         }
@@ -1022,15 +997,51 @@ mod x86 {
                 }
             }
         }
-        let mut sums = [[0f32; NR]; R];
-        for (sum, acc) in sums.iter_mut().zip(&acc) {
-            // SAFETY: `sum` holds NR = 16 floats.
-            unsafe {
-                _mm256_storeu_ps(sum.as_mut_ptr(), acc[0]);
-                _mm256_storeu_ps(sum.as_mut_ptr().add(8), acc[1]);
+        // copied first, so the k loop indexes `acc` with constants only
+        let mut sums = [[_mm256_setzero_ps(); 2]; R];
+        sums.copy_from_slice(&acc);
+        for (r, row) in sums.iter().enumerate() {
+            let o = (tile.row + r) * tile.ldc + tile.col;
+            let dst = &mut out[o..o + tile.cols];
+            for (h, &sum) in row.iter().enumerate() {
+                let n = lanes[h];
+                if n == 0 {
+                    continue;
+                }
+                let mut v = pass.scale.map_or(sum, |c| s.mul(sum, s.splat(c)));
+                match pass.epilogue.bias {
+                    Bias::None => {}
+                    Bias::PerRow(b) => v = s.add(v, s.splat(b[tile.row + r])),
+                    Bias::PerColumn(b) => {
+                        let b = &b[tile.col..tile.col + tile.cols];
+                        // SAFETY: lanes 8h .. 8h + n lie in `b`.
+                        v = s.add(v, unsafe { load_lanes(s, b.as_ptr().add(8 * h), n) });
+                    }
+                }
+                if let Some(act) = pass.epilogue.activation {
+                    v = act.apply_v(s, v);
+                }
+                // SAFETY: lanes 8h .. 8h + n lie in `dst`.
+                unsafe {
+                    let d = dst.as_mut_ptr().add(8 * h);
+                    if n == 8 {
+                        s.store(d, v)
+                    } else {
+                        s.store_tail(d, n, v)
+                    }
+                }
             }
         }
-        finish_tile(&sums, out, pass, tile);
+    }
+
+    /// The first `n ≤ 8` floats at `p`, the other lanes 0.
+    ///
+    /// # Safety
+    /// `p..p + n` is readable.
+    #[inline(always)]
+    unsafe fn load_lanes(s: Avx2, p: *const f32, n: usize) -> __m256 {
+        // SAFETY: the caller's contract.
+        unsafe { if n == 8 { s.load(p) } else { s.load_tail(p, n) } }
     }
 
     /// Lanes of the `h`-th 16-column half of a `cols`-wide tile row, as a mask.

@@ -1018,6 +1018,7 @@ fn transposed_gives_the_usual_bits() {
             }
         }
     }
-    // the transposed path ran (k×k windows only at the SIMD levels)
-    assert!(transposed_runs >= 10, "{transposed_runs}");
+    // the transposed path ran (for strided k×k windows only at AVX2, 1×1 ones
+    // only at the scalar level)
+    assert!(transposed_runs >= 5, "{transposed_runs}");
 }

@@ -29,20 +29,29 @@ use crate::simd::vector::{Scalar, Simd};
 use crate::view::{StridedShape, View, ViewMut};
 
 /// Output positions up to which a convolution with weights packed ahead takes
-/// this path: ResNet-50's 7² layers (49 positions) ran 1.5–2× faster on it; at
-/// 14² (196, 13 panels of which the last is ¼ full) the usual orientation wins.
+/// this path: ResNet-50's 7² layers (49 positions) ran 1.5–2× faster on it at
+/// AVX-512 (Intel Xeon); at 14² (196, 13 panels of which the last is ¼ full)
+/// the usual orientation wins.
 pub const TRANSPOSED_MAX_POSITIONS: usize = 64;
 
 /// Output channels per group from which it does (a panel of columns).
 pub const TRANSPOSED_MIN_OUTPUTS: usize = 16;
 
 /// Whether a group of `c_out_per_group` output channels with this window runs
-/// transposed when its weights are packed for it.
+/// transposed when its weights are packed for it. At AVX2 only strided k×k
+/// windows do: with 8-lane vectors the usual paths are faster on 7² maps at
+/// stride 1 (`cargo bench -p shapejit-benches --bench conv`, a Zen 3, GFLOP/s:
+/// 1×1 2048 → 512 GEMM 56 vs transposed 48, 512 → 2048 55 vs 44; 3×3 512 →
+/// 512 Winograd 104, direct 70–74, transposed 52), and slower for ResNet-50's
+/// 3×3 stride-2 512 → 512 (14² → 7²: direct 7.5 ms, transposed 4.0).
 pub fn applies(c_out_per_group: usize, win: &Window) -> bool {
     let positions = win.out[0].saturating_mul(win.out[1]);
-    positions <= TRANSPOSED_MAX_POSITIONS
-        && c_out_per_group >= TRANSPOSED_MIN_OUTPUTS
-        && (win.kernel == [1, 1] || cpu::level() != Level::Scalar)
+    let at_level = match cpu::level() {
+        Level::Avx512 => true,
+        Level::Avx2 => win.kernel != [1, 1] && win.strides != [1, 1],
+        Level::Scalar => win.kernel == [1, 1],
+    };
+    positions <= TRANSPOSED_MAX_POSITIONS && c_out_per_group >= TRANSPOSED_MIN_OUTPUTS && at_level
 }
 
 /// Whether the input, read as `[Cg, P]`, is the patch matrix itself.

@@ -5,7 +5,7 @@
 //! packed for it run on Winograd F(2×2, 3×3) (`winograd`, [`takes_winograd`]);
 //! other k×k windows, and groups of fewer than [`GEMM_MIN_CHANNELS`] output
 //! channels, run on the direct path (`direct`): the group's input rearranged
-//! into phase planes of the padded input, eight output channels at a time (four
+//! into phase planes of the padded input, eight output channels at a time (six
 //! below AVX-512) summed over every tap, bias and activation applied in
 //! registers. 1×1 windows run as a GEMM: the input (packed as it is
 //! at stride 1 without padding, else its patches unrolled straight into the

@@ -23,7 +23,7 @@
 //! panels' block, and a line of a row-major `a`'s rows: weights that stream from
 //! memory against few rows or columns then arrive before the FMAs wait. The last
 //! pass's [`Epilogue`] scales, adds a bias and applies an [`Activation`] while the
-//! tile is in registers (vectorized at AVX-512).
+//! tile is in registers (vectorized at AVX-512 and AVX2).
 //!
 //! **Invariant:** every product element is `alpha · fma(a[i,k-1], b[k-1,j], … fma(a[i,0],
 //! b[0,j], 0))`: the sum runs in `k` order with one rounding per step on every path

@@ -7,7 +7,8 @@
 //! `len` f32 at `src` and writes `len` f32 at `dst`; `src == dst` (in place) is
 //! allowed, other overlaps are not. Full vectors are loaded and stored
 //! unaligned; the last `len % lanes` elements go through masked loads and
-//! stores (AVX-512 `k` masks, AVX2 `vmaskmov`), so nothing outside the two
+//! stores (AVX-512 `k` masks; AVX2 `vmaskmov` loads, and stores of 4, 2 and 1
+//! lanes), so nothing outside the two
 //! ranges is touched.
 //!
 //! **Invariant:** every entry point computes each element with the same

@@ -1008,19 +1008,7 @@ mod x86 {
                 if n == 0 {
                     continue;
                 }
-                let mut v = pass.scale.map_or(sum, |c| s.mul(sum, s.splat(c)));
-                match pass.epilogue.bias {
-                    Bias::None => {}
-                    Bias::PerRow(b) => v = s.add(v, s.splat(b[tile.row + r])),
-                    Bias::PerColumn(b) => {
-                        let b = &b[tile.col..tile.col + tile.cols];
-                        // SAFETY: lanes 8h .. 8h + n lie in `b`.
-                        v = s.add(v, unsafe { load_lanes(s, b.as_ptr().add(8 * h), n) });
-                    }
-                }
-                if let Some(act) = pass.epilogue.activation {
-                    v = act.apply_v(s, v);
-                }
+                let v = finish_vector(s, sum, pass, tile, (r, 8 * h, n));
                 // SAFETY: lanes 8h .. 8h + n lie in `dst`.
                 unsafe {
                     let d = dst.as_mut_ptr().add(8 * h);
@@ -1034,14 +1022,52 @@ mod x86 {
         }
     }
 
-    /// The first `n ≤ 8` floats at `p`, the other lanes 0.
+    /// The first `n ≤ LANES` floats at `p`, the other lanes 0.
     ///
     /// # Safety
     /// `p..p + n` is readable.
     #[inline(always)]
-    unsafe fn load_lanes(s: Avx2, p: *const f32, n: usize) -> __m256 {
+    unsafe fn load_lanes<S: Simd>(s: S, p: *const f32, n: usize) -> S::V {
         // SAFETY: the caller's contract.
-        unsafe { if n == 8 { s.load(p) } else { s.load_tail(p, n) } }
+        unsafe {
+            if n == S::LANES {
+                s.load(p)
+            } else {
+                s.load_tail(p, n)
+            }
+        }
+    }
+
+    /// The epilogue of one vector of a tile's sums, `act(sum (· scale) (+
+    /// bias))`, each step rounded as a separate op would round it: row `r` of
+    /// the tile, its `n ≥ 1` columns from column `first` of the tile.
+    #[inline(always)]
+    fn finish_vector<S: Simd>(
+        s: S,
+        sum: S::V,
+        pass: &Pass,
+        tile: &Tile,
+        (r, first, n): (usize, usize, usize),
+    ) -> S::V {
+        // no closures here: outside the kernels' `#[target_feature]` functions a
+        // closure is not inlined, and the intrinsics in it would be calls
+        let mut v = match pass.scale {
+            Some(c) => s.mul(sum, s.splat(c)),
+            None => sum,
+        };
+        match pass.epilogue.bias {
+            Bias::None => {}
+            Bias::PerRow(b) => v = s.add(v, s.splat(b[tile.row + r])),
+            Bias::PerColumn(b) => {
+                let b = &b[tile.col + first..tile.col + first + n];
+                // SAFETY: `b` holds the n floats read.
+                v = s.add(v, unsafe { load_lanes(s, b.as_ptr(), n) });
+            }
+        }
+        match pass.epilogue.activation {
+            Some(act) => act.apply_v(s, v),
+            None => v,
+        }
     }
 
     /// Lanes of the `h`-th 16-column half of a `cols`-wide tile row, as a mask.
@@ -1171,21 +1197,12 @@ mod x86 {
             let o = (tile.row + r) * tile.ldc + tile.col;
             let dst = &mut out[o..o + tile.cols];
             for (h, &sum) in row.iter().enumerate() {
-                let mut v = pass.scale.map_or(sum, |c| s.mul(sum, s.splat(c)));
-                match pass.epilogue.bias {
-                    Bias::None => {}
-                    Bias::PerRow(b) => v = s.add(v, s.splat(b[tile.row + r])),
-                    Bias::PerColumn(b) => {
-                        let b = &b[tile.col..tile.col + tile.cols];
-                        // SAFETY: the mask enables only lanes below `tile.cols - 16h`,
-                        // inside `b`.
-                        let bv = unsafe { _mm512_maskz_loadu_ps(masks[h], b.as_ptr().add(h * NR)) };
-                        v = s.add(v, bv);
-                    }
+                // the half's columns: the lanes its mask enables
+                let n = tile.cols.saturating_sub(h * NR).min(NR);
+                if n == 0 {
+                    continue;
                 }
-                if let Some(act) = pass.epilogue.activation {
-                    v = act.apply_v(s, v);
-                }
+                let v = finish_vector(s, sum, pass, tile, (r, h * NR, n));
                 // SAFETY: the mask enables only lanes below `tile.cols - 16h`, inside
                 // `dst`.
                 unsafe { _mm512_mask_storeu_ps(dst.as_mut_ptr().add(h * NR), masks[h], v) };

@@ -603,8 +603,9 @@ fn winograd_keeps_nonfinite_semantics() {
 }
 
 /// The direct path (1, 2, 3, 4, 5 and 7 output channels per group: with the
-/// channel ranges test, every block height at each level) over planes of many sizes: sums of one vector to many blocks of
-/// vectors, with every tail, at strides 1 to 3, dilation 2 and uneven padding.
+/// channel ranges test, every block height at each level) over planes of many
+/// sizes: sums of one vector to many blocks of vectors, with every tail, at
+/// strides 1 to 3, dilation 2 and uneven padding.
 #[test]
 fn direct_at_many_sizes() {
     for (h, w) in [

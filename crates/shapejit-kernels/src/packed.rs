@@ -636,6 +636,13 @@ fn pack_a_block(
             };
             continue;
         }
+        #[cfg(target_arch = "x86_64")]
+        if kernel == Kernel::Avx2 && a.cs == 1 && rows <= 8 && x86::gathers(a, row, rows, k0, kc) {
+            // SAFETY: `Kernel::Avx2` is chosen only where the CPU has AVX2;
+            // `gathers` checked the tile's corners, and its rows are contiguous.
+            unsafe { x86::transpose_tile_avx2(a, row, rows, k0, tile) };
+            continue;
+        }
         for (kk, column) in tile.chunks_exact_mut(rows).enumerate() {
             for (i, slot) in column.iter_mut().enumerate() {
                 // Invariant: rows and columns of this pass lie inside a's view.
@@ -1311,6 +1318,56 @@ mod x86 {
                 unsafe {
                     _mm512_mask_storeu_ps(dst.as_mut_ptr().add((kk0 + j) * rows), row_mask, *col)
                 };
+            }
+        }
+    }
+
+    /// [`transpose_tile`] at AVX2, for tiles of at most 8 rows: 8 columns at a
+    /// time, one load per row, an 8 × 8 transpose in registers, one 8-lane store
+    /// per column, each column's lanes past `rows` overwritten by the next
+    /// column's store (the last ones stored exactly). Element by element, the
+    /// copy took 4–8 % of a `[2048, 1024] @ [1024, 256]` product on a Zen 3.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, [`gathers`] holds for this tile with `kc = dst.len() /
+    /// rows`, `rows ≤ 8` and `a.cs == 1`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn transpose_tile_avx2(
+        a: &Operand,
+        row: usize,
+        rows: usize,
+        k0: usize,
+        dst: &mut [f32],
+    ) {
+        // SAFETY: the caller's contract: the CPU has AVX2.
+        let s = unsafe { Avx2::new() };
+        let kc = dst.len() / rows;
+        let first = a.at(row, k0) as isize;
+        for kk0 in (0..kc).step_by(8) {
+            let width = (kc - kk0).min(8);
+            let r: [__m256; 8] = std::array::from_fn(|i| {
+                if i < rows {
+                    let at = (first + i as isize * a.rs + kk0 as isize) as usize;
+                    // SAFETY: elements (row + i, k0 + kk0 .. + width) of the tile,
+                    // inside `a.data` (`gathers`, `cs == 1`).
+                    unsafe { load_lanes(s, a.data.as_ptr().add(at), width) }
+                } else {
+                    _mm256_setzero_ps()
+                }
+            });
+            let cols = crate::simd::transpose::transpose8(r);
+            for (j, &col) in cols.iter().enumerate().take(width) {
+                let at = (kk0 + j) * rows;
+                // SAFETY: column `kk0 + j < kc` starts at `at` inside `dst`
+                // (`kc · rows` floats); 8 lanes are stored only where they fit.
+                unsafe {
+                    let d = dst.as_mut_ptr().add(at);
+                    if at + 8 <= dst.len() {
+                        s.store(d, col)
+                    } else {
+                        s.store_tail(d, rows, col)
+                    }
+                }
             }
         }
     }

@@ -177,13 +177,43 @@ fn piecewise<S: Simd, const N: usize>(
     lo: &[f32; 16],
 ) -> S::V {
     let i = s.mul_add(u, s.splat(inv_d), s.splat(ROUND_MAGIC));
-    let t = s.sub(a, s.lookup16(i, mid));
-    let mut acc = s.lookup16(i, &table[0]);
-    for row in &table[1..N - 1] {
-        acc = s.mul_add(acc, t, s.lookup16(i, row));
+    if s.indices_below_8(i) {
+        evaluate_piece::<S, N, true>(s, i, a, mid, table, lo)
+    } else {
+        evaluate_piece::<S, N, false>(s, i, a, mid, table, lo)
     }
-    let low = s.mul_add(acc, t, s.lookup16(i, lo));
-    s.add(low, s.lookup16(i, &table[N - 1]))
+}
+
+/// [`piecewise`]'s polynomial for the piece index in `i`, its coefficients
+/// read by [`Simd::lookup8`] when `LOW` (every index below 8: the same values,
+/// fewer instructions on some levels) and by [`Simd::lookup16`] otherwise.
+#[inline(always)]
+fn evaluate_piece<S: Simd, const N: usize, const LOW: bool>(
+    s: S,
+    i: S::V,
+    a: S::V,
+    mid: &[f32; 16],
+    table: &[[f32; 16]; N],
+    lo: &[f32; 16],
+) -> S::V {
+    let t = s.sub(a, look::<S, LOW>(s, i, mid));
+    let mut acc = look::<S, LOW>(s, i, &table[0]);
+    for row in &table[1..N - 1] {
+        acc = s.mul_add(acc, t, look::<S, LOW>(s, i, row));
+    }
+    let low = s.mul_add(acc, t, look::<S, LOW>(s, i, lo));
+    s.add(low, look::<S, LOW>(s, i, &table[N - 1]))
+}
+
+/// `row[i]` per lane (a function, not a closure, so that it inlines into the
+/// `#[target_feature]` loops).
+#[inline(always)]
+fn look<S: Simd, const LOW: bool>(s: S, i: S::V, row: &[f32; 16]) -> S::V {
+    if LOW {
+        s.lookup8(i, row)
+    } else {
+        s.lookup16(i, row)
+    }
 }
 
 /// From here on `erf` rounds to ±1.

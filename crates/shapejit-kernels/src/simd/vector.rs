@@ -87,6 +87,18 @@ pub trait Simd: Copy {
     /// Per lane `table[i]`, `i` the low 4 bits of the lane's bit pattern (a
     /// piecewise polynomial's coefficients; exact, so equal at every level).
     fn lookup16(self, i: Self::V, table: &[f32; 16]) -> Self::V;
+    /// Whether every lane's [`Simd::lookup16`] index is below 8, on a level
+    /// where [`Simd::lookup8`] is cheaper than `lookup16` (AVX2: one permute
+    /// instead of two and a blend); `false` on the others.
+    #[inline(always)]
+    fn indices_below_8(self, _i: Self::V) -> bool {
+        false
+    }
+    /// [`Simd::lookup16`] for lanes whose index is below 8.
+    #[inline(always)]
+    fn lookup8(self, i: Self::V, table: &[f32; 16]) -> Self::V {
+        self.lookup16(i, table)
+    }
     /// The even- and odd-numbered elements of the `2·LANES` elements `a ++ b`.
     fn deinterleave(self, a: Self::V, b: Self::V) -> (Self::V, Self::V);
     /// `a0 b0 a1 b1 …` over `2·LANES` elements, as two vectors (the inverse of
@@ -463,6 +475,18 @@ mod x86 {
             }
         }
         #[inline(always)]
+        fn indices_below_8(self, i: __m256) -> bool {
+            // SAFETY: see the impl. testz: no lane has bit 3 set
+            unsafe { _mm256_testz_si256(_mm256_castps_si256(i), _mm256_set1_epi32(8)) != 0 }
+        }
+        #[inline(always)]
+        fn lookup8(self, i: __m256, table: &[f32; 16]) -> __m256 {
+            // SAFETY: see the impl; the permute reads the index's low 3 bits.
+            unsafe {
+                _mm256_permutevar8x32_ps(_mm256_loadu_ps(table.as_ptr()), _mm256_castps_si256(i))
+            }
+        }
+        #[inline(always)]
         fn deinterleave(self, a: __m256, b: __m256) -> (__m256, __m256) {
             // SAFETY: see the impl. shuffle_ps picks within 128-bit halves
             // ([a0 a2 b0 b2 | a4 a6 b4 b6]); the 64-bit permute puts the halves
@@ -774,20 +798,79 @@ mod tests {
         }
     }
 
-    #[test]
-    fn partial_stores_at_every_level() {
-        partial_stores_touch_only_their_lanes(Scalar);
-        #[cfg(target_arch = "x86_64")]
-        {
-            use crate::cpu::{Level, supported};
-            if supported(Level::Avx2) {
-                // SAFETY: the CPU has AVX2 and FMA.
-                partial_stores_touch_only_their_lanes(unsafe { Avx2::new() });
-            }
-            if supported(Level::Avx512) {
-                // SAFETY: the CPU has AVX-512.
-                partial_stores_touch_only_their_lanes(unsafe { Avx512::new() });
+    /// `lookup16` picks `table[i]` per lane for every index `0..16`; where
+    /// `indices_below_8` says so, `lookup8` picks the same, and it says so
+    /// only when every index is below 8.
+    fn lookups_pick_each_lanes_entry<S: Simd>(s: S) {
+        let lanes = S::LANES;
+        let table: [f32; 16] = std::array::from_fn(|i| 100.0 + i as f32);
+        for first in 0..16 {
+            for spread in [0, 1, 3, 7, 15] {
+                // the piece index as `piecewise` computes it: an integer plus 1.5·2²³
+                let index: Vec<usize> = (0..lanes).map(|l| (first + l * spread) % 16).collect();
+                let bits: Vec<f32> = index.iter().map(|&i| 12_582_912.0 + i as f32).collect();
+                // SAFETY: `bits` holds LANES floats.
+                let i = unsafe { s.load(bits.as_ptr()) };
+                let want: Vec<f32> = index.iter().map(|&i| table[i]).collect();
+                let read = |v: S::V| {
+                    let mut out = vec![0f32; lanes];
+                    // SAFETY: `out` holds LANES floats.
+                    unsafe { s.store(out.as_mut_ptr(), v) };
+                    out
+                };
+                assert_eq!(read(s.lookup16(i, &table)), want, "indices {index:?}");
+                if s.indices_below_8(i) {
+                    assert!(index.iter().all(|&i| i < 8), "indices {index:?}");
+                    assert_eq!(read(s.lookup8(i, &table)), want, "indices {index:?}");
+                }
             }
         }
+    }
+
+    /// Runs `check` at every level the CPU has.
+    macro_rules! at_every_level {
+        ($check:ident) => {{
+            $check(Scalar);
+            #[cfg(target_arch = "x86_64")]
+            {
+                use crate::cpu::{Level, supported};
+                if supported(Level::Avx2) {
+                    // SAFETY: the CPU has AVX2 and FMA.
+                    $check(unsafe { Avx2::new() });
+                }
+                if supported(Level::Avx512) {
+                    // SAFETY: the CPU has AVX-512.
+                    $check(unsafe { Avx512::new() });
+                }
+            }
+        }};
+    }
+
+    #[test]
+    fn partial_stores_at_every_level() {
+        at_every_level!(partial_stores_touch_only_their_lanes);
+    }
+
+    #[test]
+    fn lookups_at_every_level() {
+        at_every_level!(lookups_pick_each_lanes_entry);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_takes_the_one_permute_lookup_when_it_can() {
+        if !crate::cpu::supported(crate::cpu::Level::Avx2) {
+            return;
+        }
+        // SAFETY: the CPU has AVX2 and FMA.
+        let s = unsafe { Avx2::new() };
+        let index = |hi: f32| {
+            let bits: [f32; 8] =
+                std::array::from_fn(|l| 12_582_912.0 + if l == 5 { hi } else { 3.0 });
+            // SAFETY: `bits` holds 8 floats.
+            unsafe { s.load(bits.as_ptr()) }
+        };
+        assert!(s.indices_below_8(index(7.0)));
+        assert!(!s.indices_below_8(index(8.0)));
     }
 }

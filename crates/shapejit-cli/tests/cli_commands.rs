@@ -180,7 +180,7 @@ fn dump_prints_graph_bytecode_and_memory_plan() {
     assert!(out.status.success(), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(doc["inputs"][0]["type"], "f32[batch, 4096]");
-    assert!(doc["bytecode"].as_str().unwrap().contains("sigmoid"));
+    assert!(doc["bytecode"].as_str().unwrap().contains("silu"));
     assert!(!doc["memory_plan"].as_array().unwrap().is_empty());
     assert!(!doc["slots"].as_array().unwrap().is_empty());
 }

@@ -65,6 +65,8 @@ impl GraphBuilder {
         tanh => UnaryOp::Tanh;
         /// logistic sigmoid
         sigmoid => UnaryOp::Sigmoid;
+        /// SiLU (swish), `x · sigmoid(x)`
+        silu => UnaryOp::Silu;
         /// `max(x, 0)`
         relu => UnaryOp::Relu;
         /// error function

@@ -5,6 +5,9 @@
 //! - **GELU, erf form**: `x · 0.5 · (1 + erf(x / √2))` in the groupings
 //!   exporters emit (`Mul(x, 1/√2)` or `Div(x, √2)`; the `0.5` applied to `x`,
 //!   to the sum, or to the product) becomes `gelu(x)` (`tanh_approx = false`).
+//! - **SiLU (swish)**: `Mul(x, Sigmoid(x))` (either operand order) becomes
+//!   `silu(x)`, as onnxruntime's QuickGelu fusion does; PyTorch exports `SiLU`
+//!   and `swish` so.
 //! - **Batch norm after a convolution**: `batch_norm(conv2d(x, w, b))` whose
 //!   weights, bias and batch-norm parameters are all f32 constants becomes one
 //!   `conv2d(x, w·mul, b·mul + add)` with the batch norm's own
@@ -31,7 +34,9 @@
 //! dtype and shape; the graph's inputs and outputs are unchanged, and the result
 //! passes [`crate::verify()`] whenever the input did.
 //! **Invariant:** the fused GELU differs from the unfused chain only by rounding
-//! (within the error [`UnaryOp::Gelu`]'s kernels state); the folded batch norm
+//! (within the error [`UnaryOp::Gelu`]'s kernels state), the fused SiLU is
+//! bit-identical to the chain (its kernel multiplies `x` by the sigmoid kernel's
+//! result); the folded batch norm
 //! and the per-channel affine only by rounding (within conv's 1e-5 relative
 //! tolerance: the products and the bias are each rounded once more); a fused activation is bit-identical to the
 //! unary op after the conv, and `matmul_bias` to the `add` after the matmul.
@@ -46,6 +51,7 @@ use std::collections::HashSet;
 /// Applies every rewrite, then [`remove_dead`]; returns how many patterns fused.
 pub fn fuse(graph: &mut Graph) -> usize {
     let fused = fuse_gelu(graph)
+        + fuse_silu(graph)
         + apply_folds(graph, bn_fold)
         + apply_folds(graph, affine_fold)
         + fuse_activations(graph)
@@ -170,6 +176,34 @@ fn gelu_input(graph: &Graph, facts: &Facts, root: NodeId) -> Option<ValueId> {
         }
     }
     None
+}
+
+/// Rewrites every `Mul(x, Sigmoid(x))` of f32 as `silu(x)`; returns how many.
+fn fuse_silu(graph: &mut Graph) -> usize {
+    let facts = Facts::of(graph);
+    let mut rewrites = Vec::new();
+    for (idx, node) in graph.nodes.iter().enumerate() {
+        if node.op != Op::Binary(BinaryOp::Mul) || node.inputs.len() != 2 {
+            continue;
+        }
+        let (p, q) = (node.inputs[0], node.inputs[1]);
+        for (x, s) in [(p, q), (q, p)] {
+            let sigmoid_of_x = facts.single_use_def(graph, s).is_some_and(|(id, op)| {
+                *op == Op::Unary(UnaryOp::Sigmoid) && graph.node(id).inputs == [x]
+            });
+            let (xt, yt) = (&graph.value(x).ty, &graph.value(node.outputs[0]).ty);
+            if sigmoid_of_x && xt == yt && xt.dtype == DType::F32 {
+                rewrites.push((idx, x));
+                break;
+            }
+        }
+    }
+    for &(idx, x) in &rewrites {
+        let node = &mut graph.nodes[idx];
+        node.op = Op::Unary(UnaryOp::Silu);
+        node.inputs = vec![x];
+    }
+    rewrites.len()
 }
 
 /// When single-use `v` is `1 + erf(x/√2)` (either operand order), returns `x`.
@@ -661,6 +695,46 @@ mod tests {
         let before = other.clone();
         assert_eq!(fuse(&mut other), 0);
         assert_eq!(other, before);
+    }
+
+    /// `x · sigmoid(x)` (sigmoid first when `sigmoid_first`), the sigmoid also a
+    /// graph output when `shared`, of `other` instead of `x` when given.
+    fn swish(sigmoid_first: bool, shared: bool, other: bool) -> Graph {
+        let mut b = GraphBuilder::new("s");
+        let x = b.input("x", DType::F32, shape!["batch", 8]);
+        let z = b.input("z", DType::F32, shape!["batch", 8]);
+        let s = b
+            .unary(UnaryOp::Sigmoid, if other { z } else { x })
+            .unwrap();
+        let (l, r) = if sigmoid_first { (s, x) } else { (x, s) };
+        let y = b.binary(BinaryOp::Mul, l, r).unwrap();
+        b.output("y", y).unwrap();
+        if shared {
+            b.output("s", s).unwrap();
+        }
+        b.finish().unwrap()
+    }
+
+    #[test]
+    fn x_times_its_sigmoid_becomes_silu_in_either_order() {
+        for sigmoid_first in [false, true] {
+            let mut g = swish(sigmoid_first, false, false);
+            assert_eq!(fuse(&mut g), 1);
+            verify(&g).unwrap();
+            assert_eq!(ops(&g), ["silu"]);
+            assert_eq!(g.nodes[0].inputs, [g.inputs[0]]);
+            assert_eq!(g.value(g.outputs[0]).ty.to_string(), "f32[batch, 8]");
+        }
+    }
+
+    #[test]
+    fn a_shared_sigmoid_or_another_inputs_sigmoid_is_left_alone() {
+        for (shared, other) in [(true, false), (false, true)] {
+            let mut g = swish(false, shared, other);
+            let before = g.clone();
+            assert_eq!(fuse(&mut g), 0, "shared {shared}, other {other}");
+            assert_eq!(g, before);
+        }
     }
 
     /// `act(bn(conv2d(x, w, b)))` over 3 output channels (`bias` and `bn`

@@ -31,6 +31,8 @@ pub enum UnaryOp {
     Tanh,
     /// `1/(1+e^-x)`
     Sigmoid,
+    /// SiLU (swish), `x · sigmoid(x)`: bit for bit `sigmoid` then `mul`
+    Silu,
     /// `max(x, 0)`
     Relu,
     /// `x if x >= 0 else alpha*x`
@@ -172,6 +174,7 @@ impl UnaryOp {
             UnaryOp::Reciprocal => "reciprocal",
             UnaryOp::Tanh => "tanh",
             UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Silu => "silu",
             UnaryOp::Relu => "relu",
             UnaryOp::LeakyRelu { .. } => "leaky_relu",
             UnaryOp::Elu { .. } => "elu",

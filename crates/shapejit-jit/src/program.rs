@@ -62,6 +62,8 @@ pub enum UnaryOp {
     Tanh,
     /// `1/(1+e^-x)`
     Sigmoid,
+    /// `x · sigmoid(x)` (SiLU, swish)
+    Silu,
     /// error function (polynomial)
     Erf,
     /// `0.5·x·(1+erf(x/√2))`, computed without cancellation for negative x
@@ -165,6 +167,7 @@ impl Op {
                 | UnaryOp::Log
                 | UnaryOp::Tanh
                 | UnaryOp::Sigmoid
+                | UnaryOp::Silu
                 | UnaryOp::Erf
                 | UnaryOp::GeluErf
                 | UnaryOp::GeluTanh

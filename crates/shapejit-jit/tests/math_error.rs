@@ -107,6 +107,13 @@ fn sigmoid_error() {
 }
 
 #[test]
+fn silu_error() {
+    // sigmoid's error and one rounding of the product
+    check(UnaryOp::Silu, -80.0, 80.0, 4.0);
+    check(UnaryOp::Silu, -2.0, 2.0, 4.0);
+}
+
+#[test]
 fn erf_error() {
     check(UnaryOp::Erf, -6.0, 6.0, 1.5);
     check(UnaryOp::Erf, -1e-2, 1e-2, 1.5);
@@ -148,7 +155,7 @@ fn special_values() {
         -200.0,
         200.0,
     ];
-    let cases: [(UnaryOp, [f32; 7]); 5] = [
+    let cases: [(UnaryOp, [f32; 7]); 6] = [
         (
             UnaryOp::Exp,
             [f32::NAN, f32::INFINITY, 0.0, 1.0, 1.0, 0.0, f32::INFINITY],
@@ -167,6 +174,11 @@ fn special_values() {
         ),
         (UnaryOp::Tanh, [f32::NAN, 1.0, -1.0, 0.0, 0.0, -1.0, 1.0]),
         (UnaryOp::Sigmoid, [f32::NAN, 1.0, 0.0, 0.5, 0.5, 0.0, 1.0]),
+        // -inf · sigmoid(-inf) = -inf · 0
+        (
+            UnaryOp::Silu,
+            [f32::NAN, f32::INFINITY, f32::NAN, 0.0, 0.0, 0.0, 200.0],
+        ),
         (UnaryOp::Erf, [f32::NAN, 1.0, -1.0, 0.0, 0.0, -1.0, 1.0]),
     ];
     for (op, want) in cases {

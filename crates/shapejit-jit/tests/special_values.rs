@@ -267,6 +267,7 @@ fn unary_ops_agree_on_special_values() {
         ("log", UnaryOp::Log),
         ("tanh", UnaryOp::Tanh),
         ("sigmoid", UnaryOp::Sigmoid),
+        ("silu", UnaryOp::Silu),
         ("erf", UnaryOp::Erf),
         ("gelu_erf", UnaryOp::Gelu { tanh_approx: false }),
         ("gelu_tanh", UnaryOp::Gelu { tanh_approx: true }),

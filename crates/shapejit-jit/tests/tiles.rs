@@ -15,7 +15,7 @@ use shapejit_jit::{
 use shapejit_kernels::Unary;
 use shapejit_kernels::micro::{Binary, Table};
 
-const UNARY: [UnaryOp; 12] = [
+const UNARY: [UnaryOp; 13] = [
     UnaryOp::Neg,
     UnaryOp::Abs,
     UnaryOp::Sqrt,
@@ -24,6 +24,7 @@ const UNARY: [UnaryOp; 12] = [
     UnaryOp::Log,
     UnaryOp::Tanh,
     UnaryOp::Sigmoid,
+    UnaryOp::Silu,
     UnaryOp::Erf,
     UnaryOp::GeluErf,
     UnaryOp::GeluTanh,
@@ -48,6 +49,7 @@ fn kernel_unary(op: UnaryOp) -> Unary {
         UnaryOp::Log => Unary::Log,
         UnaryOp::Tanh => Unary::Tanh,
         UnaryOp::Sigmoid => Unary::Sigmoid,
+        UnaryOp::Silu => Unary::Silu,
         UnaryOp::Erf => Unary::Erf,
         UnaryOp::GeluErf => Unary::GeluErf,
         UnaryOp::GeluTanh => Unary::GeluTanh,

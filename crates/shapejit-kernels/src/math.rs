@@ -283,6 +283,12 @@ pub(crate) fn sigmoid_v<S: Simd>(s: S, x: S::V) -> S::V {
     below(s, x, SIGMOID_NEAR, y, || sigmoid_far(s, x))
 }
 
+/// `x · sigmoid(x)`: the product of `x` and [`sigmoid_v`], rounded once more.
+#[inline(always)]
+pub(crate) fn silu_v<S: Simd>(s: S, x: S::V) -> S::V {
+    s.mul(x, sigmoid_v(s, x))
+}
+
 /// GELU for `x < -GELU_TAIL_MAX` (down to the denormals): `x/2 · erfc(|x|/√2)` with
 /// the Numerical Recipes fit (`erfc_core`); `-0` below -14.
 #[inline(always)]
@@ -438,6 +444,15 @@ pub fn log(x: f32) -> f32 {
 #[inline(always)]
 pub fn sigmoid(x: f32) -> f32 {
     sigmoid_v(Scalar, x)
+}
+
+/// SiLU (swish): `x · sigmoid(x)`, bit for bit `x` times [`sigmoid`]'s result
+/// (what an unfused `Sigmoid` then `Mul` gives). Max error 2.6 ulp (`-87..100`; 2.4
+/// with fused multiply-adds); below -87.3 `sigmoid` is denormal, and so are the
+/// results below -91.7.
+#[inline(always)]
+pub fn silu(x: f32) -> f32 {
+    silu_v(Scalar, x)
 }
 
 /// Hyperbolic tangent. Max error 5.6 ulp (`-20..20`; 4.4 with fused

@@ -206,6 +206,8 @@ unary_kernels! {
     Tanh => math::tanh_v, math::tanh;
     /// [`math::sigmoid`]
     Sigmoid => math::sigmoid_v, math::sigmoid;
+    /// [`math::silu`]
+    Silu => math::silu_v, math::silu;
     /// [`math::erf`]
     Erf => math::erf_v, math::erf;
     /// [`math::gelu_erf`]

@@ -253,6 +253,30 @@ fn sigmoid_error() {
 }
 
 #[test]
+fn silu_error() {
+    check(Unary::Silu, -87.0, 100.0, |x| x / (1.0 + (-x).exp()), 2.6);
+    // `-inf · sigmoid(-inf)` is `-inf · 0`, as the unfused `Sigmoid` then `Mul` give
+    specials(
+        Unary::Silu,
+        &[
+            (-INF, NAN),
+            (INF, INF),
+            (NAN, NAN),
+            (0.0, 0.0),
+            (-0.0, -0.0),
+        ],
+    );
+    // bit for bit `x · sigmoid(x)` at every level, the denormal tail included
+    let xs: Vec<f32> = probe_points(-110.0, 110.0);
+    let sigmoids = at_levels(Unary::Sigmoid, &xs);
+    for ((level, got), (_, sig)) in at_levels(Unary::Silu, &xs).into_iter().zip(sigmoids) {
+        for ((&x, &g), &s) in xs.iter().zip(&got).zip(&sig) {
+            assert_eq!(g.to_bits(), (x * s).to_bits(), "silu({x}) at {level}");
+        }
+    }
+}
+
+#[test]
 fn tanh_error() {
     check(Unary::Tanh, -20.0, 20.0, f64::tanh, 5.6);
     specials(

@@ -48,6 +48,37 @@ fn dim_params_and_unnamed_dims_become_symbols() {
 }
 
 #[test]
+fn sigmoid_times_its_input_imports_as_one_silu() {
+    // PyTorch's `SiLU` export, and `Swish` (opset 24) with its default alpha
+    let exported = model(
+        17,
+        graph(
+            vec![
+                node("Sigmoid", &["x"], &["s"], vec![]),
+                node("Mul", &["x", "s"], &["y"], vec![]),
+            ],
+            vec![vf("x", &["batch", "8"])],
+            vec![vf("y", &[])],
+            vec![],
+        ),
+    );
+    let g = import(&exported).unwrap();
+    assert_eq!(ops_of(&g), ["silu"]);
+    assert_eq!(g.nodes[0].inputs, g.inputs);
+    let swish = import(&model(
+        24,
+        graph(
+            vec![node("Swish", &["x"], &["y"], vec![])],
+            vec![vf("x", &["batch", "8"])],
+            vec![vf("y", &[])],
+            vec![],
+        ),
+    ))
+    .unwrap();
+    assert_eq!(ops_of(&swish), ["silu"]);
+}
+
+#[test]
 fn broadcast_binary_shapes() {
     let m = model(
         13,

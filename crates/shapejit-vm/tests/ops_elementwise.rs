@@ -23,6 +23,7 @@ fn unary_ref(u: UnaryOp, x: f64) -> f64 {
         UnaryOp::Reciprocal => 1.0 / x,
         UnaryOp::Tanh => x.tanh(),
         UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::Silu => x / (1.0 + (-x).exp()),
         UnaryOp::Relu => x.max(0.0),
         UnaryOp::LeakyRelu { alpha } => {
             if x >= 0.0 {
@@ -116,7 +117,7 @@ fn math_functions_match_reference() {
     }
 }
 
-const FLOAT_UNARY: [UnaryOp; 15] = [
+const FLOAT_UNARY: [UnaryOp; 16] = [
     UnaryOp::Neg,
     UnaryOp::Abs,
     UnaryOp::Exp,
@@ -125,6 +126,7 @@ const FLOAT_UNARY: [UnaryOp; 15] = [
     UnaryOp::Reciprocal,
     UnaryOp::Tanh,
     UnaryOp::Sigmoid,
+    UnaryOp::Silu,
     UnaryOp::Relu,
     UnaryOp::LeakyRelu { alpha: 0.1 },
     UnaryOp::Elu { alpha: 0.7 },

@@ -42,7 +42,7 @@ impl AttrValue {
 }
 
 /// Every unary op with its default attributes (for name lookup).
-const UNARY: [UnaryOp; 15] = [
+const UNARY: [UnaryOp; 16] = [
     UnaryOp::Neg,
     UnaryOp::Abs,
     UnaryOp::Exp,
@@ -51,6 +51,7 @@ const UNARY: [UnaryOp; 15] = [
     UnaryOp::Reciprocal,
     UnaryOp::Tanh,
     UnaryOp::Sigmoid,
+    UnaryOp::Silu,
     UnaryOp::Relu,
     UnaryOp::LeakyRelu { alpha: 0.01 },
     UnaryOp::Elu { alpha: 1.0 },

@@ -115,6 +115,7 @@ fn every_op() -> Graph {
         "reciprocal",
         "tanh",
         "sigmoid",
+        "silu",
         "relu",
         "erf",
     ];
@@ -128,6 +129,7 @@ fn every_op() -> Graph {
             "reciprocal" => b.reciprocal(v),
             "tanh" => b.tanh(v),
             "sigmoid" => b.sigmoid(v),
+            "silu" => b.silu(v),
             "relu" => b.relu(v),
             _ => b.erf(v),
         }

@@ -94,6 +94,10 @@ fn unary(l: &mut Lanes, op: UnaryOp, x: Value) -> Value {
         UnaryOp::Log => math::log(l, x),
         UnaryOp::Tanh => math::tanh(l, x),
         UnaryOp::Sigmoid => math::sigmoid(l, x),
+        UnaryOp::Silu => {
+            let s = math::sigmoid(l, x);
+            l.mul(x, s)
+        }
         UnaryOp::Erf => math::erf(l, x),
         UnaryOp::GeluErf => math::gelu_erf(l, x),
         UnaryOp::GeluTanh => math::gelu_tanh(l, x),

@@ -115,6 +115,7 @@ fn micro_unary(op: UnaryOp) -> Option<MicroUnary> {
         UnaryOp::Log => MicroUnary::Log,
         UnaryOp::Tanh => MicroUnary::Tanh,
         UnaryOp::Sigmoid => MicroUnary::Sigmoid,
+        UnaryOp::Silu => MicroUnary::Silu,
         UnaryOp::Erf => MicroUnary::Erf,
         UnaryOp::GeluErf => MicroUnary::GeluErf,
         UnaryOp::GeluTanh => MicroUnary::GeluTanh,

@@ -883,6 +883,7 @@ fn unary(u: IrUnary) -> Result<UnaryOp, String> {
         IrUnary::Reciprocal => UnaryOp::Reciprocal,
         IrUnary::Tanh => UnaryOp::Tanh,
         IrUnary::Sigmoid => UnaryOp::Sigmoid,
+        IrUnary::Silu => UnaryOp::Silu,
         IrUnary::Relu => UnaryOp::Relu,
         IrUnary::LeakyRelu { alpha } => UnaryOp::LeakyRelu { alpha },
         IrUnary::Elu { alpha } => UnaryOp::Elu { alpha },

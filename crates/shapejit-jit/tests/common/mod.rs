@@ -66,6 +66,7 @@ pub fn unary64(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Log => x.ln(),
         UnaryOp::Tanh => x.tanh(),
         UnaryOp::Sigmoid => sigmoid64(x),
+        UnaryOp::Silu => x * sigmoid64(x),
         UnaryOp::Erf => erf64(x),
         UnaryOp::GeluErf => 0.5 * x * one_plus_erf64(x / std::f64::consts::SQRT_2),
         UnaryOp::GeluTanh => {

@@ -78,8 +78,13 @@ pub fn mish(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
 pub fn swish(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let x = cx.input(0)?;
     let alpha = cx.float_or("alpha", 1.0)?;
-    let a = cx.scalar_like(x, alpha as f64);
-    let ax = cx.bin(BinaryOp::Mul, x, a)?;
+    // `x · 1` is `x` exactly: the default is `x · sigmoid(x)`, which fuses into `silu`
+    let ax = if alpha == 1.0 {
+        x
+    } else {
+        let a = cx.scalar_like(x, alpha as f64);
+        cx.bin(BinaryOp::Mul, x, a)?
+    };
     let s = cx.un(UnaryOp::Sigmoid, ax)?;
     Ok(vec![cx.bin(BinaryOp::Mul, x, s)?])
 }

@@ -180,6 +180,7 @@ fn unary_f32(
         UnaryOp::Reciprocal => map_kernel(op, inputs, out, Unary::Reciprocal),
         UnaryOp::Tanh => map_kernel(op, inputs, out, Unary::Tanh),
         UnaryOp::Sigmoid => map_kernel(op, inputs, out, Unary::Sigmoid),
+        UnaryOp::Silu => map_kernel(op, inputs, out, Unary::Silu),
         UnaryOp::Relu => map_activation(op, inputs, out, Activation::Relu),
         UnaryOp::LeakyRelu { alpha } => {
             map_activation(op, inputs, out, Activation::LeakyRelu { alpha })

@@ -141,6 +141,25 @@ fn pack_panels(b: &View<f32>, k: usize, n: usize, panels: &mut [f32]) {
         }
         return;
     }
+    if rs == 1 {
+        // contiguous columns (a transposed view, such as attention's `Kᵀ`): each
+        // column read in order into its lane of the panel rows
+        for p in 0..n.div_ceil(NR) {
+            let panel = &mut panels[p * k * NR..][..k * NR];
+            let cols = NR.min(n - p * NR);
+            if cols < NR {
+                panel.fill(0.0);
+            }
+            for j in 0..cols {
+                // Invariant: the view's extent covers [0 .. k, p·NR + j].
+                let at = (geom.offset() as isize + (p * NR + j) as isize * cs) as usize;
+                for (row, &v) in panel.chunks_exact_mut(NR).zip(&data[at..at + k]) {
+                    row[j] = v;
+                }
+            }
+        }
+        return;
+    }
     for p in 0..n.div_ceil(NR) {
         for r in 0..k {
             let row = &mut panels[(p * k + r) * NR..][..NR];

@@ -142,8 +142,15 @@ fn pack_panels(b: &View<f32>, k: usize, n: usize, panels: &mut [f32]) {
         return;
     }
     if rs == 1 {
-        // contiguous columns (a transposed view, such as attention's `Kᵀ`): each
-        // column read in order into its lane of the panel rows
+        // contiguous columns (a transposed view, such as attention's `Kᵀ`)
+        #[cfg(target_arch = "x86_64")]
+        if Kernel::for_level(crate::cpu::level()) != Kernel::Portable {
+            // SAFETY: the CPU has AVX2; `rs == 1`, and the view's extent covers
+            // every [r, c] with r < k, c < n; `panels` holds the panels' `len`.
+            unsafe { x86::pack_columns_avx2(data, geom.offset(), cs, (k, n), panels) };
+            return;
+        }
+        // each column read in order into its lane of the panel rows
         for p in 0..n.div_ceil(NR) {
             let panel = &mut panels[p * k * NR..][..k * NR];
             let cols = NR.min(n - p * NR);
@@ -1385,6 +1392,55 @@ mod x86 {
                         s.store(d, col)
                     } else {
                         s.store_tail(d, rows, col)
+                    }
+                }
+            }
+        }
+    }
+
+    /// `pack_panels` for a `[k, n]` view whose columns are contiguous (`rs == 1`,
+    /// column `c` from `offset + c·cs`): per panel and 8-column half, 8 loads of 8
+    /// column elements, an 8 × 8 transpose in registers and 8 stores of panel
+    /// half-rows; columns past `n` are zeros. Element by element (a strided store
+    /// each) packing attention's `Kᵀ` took ~40 % of the time of the products it
+    /// fed (the built-in transformer at batch 16 on a Zen 3, `perf`: 2.2 → 0.7 %
+    /// of the run).
+    ///
+    /// # Safety
+    /// The CPU has AVX2; every element `offset + r + c·cs` (`r < k`, `c < n`) lies
+    /// in `data`, and `panels` holds `n.div_ceil(NR) · k · NR` floats.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn pack_columns_avx2(
+        data: &[f32],
+        offset: usize,
+        cs: isize,
+        (k, n): (usize, usize),
+        panels: &mut [f32],
+    ) {
+        // SAFETY: the caller's contract: the CPU has AVX2.
+        let s = unsafe { Avx2::new() };
+        assert!(panels.len() >= n.div_ceil(NR) * k * NR);
+        for p in 0..n.div_ceil(NR) {
+            for half in [0, 8] {
+                let first = p * NR + half;
+                for kk0 in (0..k).step_by(8) {
+                    let width = (k - kk0).min(8);
+                    let columns: [__m256; 8] = std::array::from_fn(|i| {
+                        if first + i < n {
+                            let at = (offset as isize + (first + i) as isize * cs) as usize + kk0;
+                            assert!(at + width <= data.len(), "packed column outside its view");
+                            // SAFETY: `at .. at + width` lies in `data` (asserted).
+                            unsafe { load_lanes(s, data.as_ptr().add(at), width) }
+                        } else {
+                            _mm256_setzero_ps()
+                        }
+                    });
+                    let rows = crate::simd::transpose::transpose8(columns);
+                    for (j, &row) in rows.iter().enumerate().take(width) {
+                        let at = (p * k + kk0 + j) * NR + half;
+                        // SAFETY: panel row `kk0 + j < k` of panel `p` lies in
+                        // `panels` (asserted above); 8 of its 16 floats.
+                        unsafe { s.store(panels.as_mut_ptr().add(at), row) };
                     }
                 }
             }

@@ -280,7 +280,10 @@ pub(crate) fn sigmoid_v<S: Simd>(s: S, x: S::V) -> S::V {
     let e = s.mul(p, s.pow2i(n));
     let one = s.splat(1.0);
     let y = s.div(one, s.add(one, e));
-    below(s, x, SIGMOID_NEAR, y, || sigmoid_far(s, x))
+    match lanes_below(s, x, SIGMOID_NEAR) {
+        Some(m) => s.select(m, sigmoid_far(s, x), y),
+        None => y,
+    }
 }
 
 /// `x · sigmoid(x)`: the product of `x` and [`sigmoid_v`], rounded once more.
@@ -322,16 +325,14 @@ fn two_sided<S: Simd, const N: usize>(
     s.select(s.lt(x, s.splat(0.0)), e, s.sub(s.splat(1.0), e))
 }
 
-/// `far(x)` in the lanes below `-max`, `near` in the others; `far` is evaluated
-/// only when some lane needs it.
+/// The lanes of `x` below `-max`, when there are any: the callers then evaluate
+/// their far-tail formula and select it there. (A branch at the call site, not a
+/// closure taken here: a closure is compiled without the kernels' target
+/// features, every intrinsic in it an outlined call.)
 #[inline(always)]
-fn below<S: Simd>(s: S, x: S::V, max: f32, near: S::V, far: impl FnOnce() -> S::V) -> S::V {
+fn lanes_below<S: Simd>(s: S, x: S::V, max: f32) -> Option<S::M> {
     let m = s.lt(x, s.splat(-max));
-    if s.any(m) {
-        s.select(m, far(), near)
-    } else {
-        near
-    }
+    s.any(m).then_some(m)
 }
 
 #[inline(always)]
@@ -345,7 +346,10 @@ pub(crate) fn gelu_erf_v<S: Simd>(s: S, x: S::V) -> S::V {
         (&GELU_TAIL_MID, &GELU_TAIL, &GELU_TAIL_LO),
     );
     let y = s.mul(x, phi);
-    below(s, x, GELU_TAIL_MAX, y, || gelu_erf_far(s, x))
+    match lanes_below(s, x, GELU_TAIL_MAX) {
+        Some(m) => s.select(m, gelu_erf_far(s, x), y),
+        None => y,
+    }
 }
 
 /// GELU-tanh for `x < -GELU_TANH_TAIL_MAX` (down to the denormals).
@@ -371,7 +375,10 @@ pub(crate) fn gelu_tanh_v<S: Simd>(s: S, x: S::V) -> S::V {
         (&GELU_TANH_TAIL_MID, &GELU_TANH_TAIL, &GELU_TANH_TAIL_LO),
     );
     let y = s.mul(x, phi);
-    below(s, x, GELU_TANH_TAIL_MAX, y, || gelu_tanh_far(s, x))
+    match lanes_below(s, x, GELU_TANH_TAIL_MAX) {
+        Some(m) => s.select(m, gelu_tanh_far(s, x), y),
+        None => y,
+    }
 }
 
 #[inline(always)]

@@ -10,6 +10,23 @@ use std::hint::black_box;
 
 const N: usize = 16 * 1024;
 
+/// `k` on `x` at every level the CPU has, in `group`.
+fn at_each_level(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    k: Unary,
+    x: &[f32],
+    out: &mut [f32],
+) {
+    for level in Level::ALL.into_iter().filter(|&l| cpu::supported(l)) {
+        group.bench_function(BenchmarkId::new(format!("{k:?}"), level), |b| {
+            b.iter(|| {
+                k.apply_at(level, black_box(x), out).expect("same lengths");
+                black_box(&out);
+            })
+        });
+    }
+}
+
 fn vmath(c: &mut Criterion) {
     // a GELU-like spread of activations: values in [-4, 4)
     let x: Vec<f32> = (0..N)
@@ -19,15 +36,7 @@ fn vmath(c: &mut Criterion) {
     let mut group = c.benchmark_group("vmath");
     group.throughput(Throughput::Elements(N as u64));
     for &k in Unary::ALL {
-        for level in Level::ALL.into_iter().filter(|&l| cpu::supported(l)) {
-            group.bench_function(BenchmarkId::new(format!("{k:?}"), level), |b| {
-                b.iter(|| {
-                    k.apply_at(level, black_box(&x), &mut out)
-                        .expect("same lengths");
-                    black_box(&out);
-                })
-            });
-        }
+        at_each_level(&mut group, k, &x, &mut out);
     }
     group.finish();
     // the far tails, which take a second formula (`math.rs`: GELU below -5.5,
@@ -44,15 +53,7 @@ fn vmath(c: &mut Criterion) {
         let x: Vec<f32> = (0..N)
             .map(|i| lo + (hi - lo) * i as f32 / N as f32)
             .collect();
-        for level in Level::ALL.into_iter().filter(|&l| cpu::supported(l)) {
-            group.bench_function(BenchmarkId::new(format!("{k:?}"), level), |b| {
-                b.iter(|| {
-                    k.apply_at(level, black_box(&x), &mut out)
-                        .expect("same lengths");
-                    black_box(&out);
-                })
-            });
-        }
+        at_each_level(&mut group, k, &x, &mut out);
     }
     group.finish();
 }

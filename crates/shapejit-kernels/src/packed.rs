@@ -141,30 +141,13 @@ fn pack_panels(b: &View<f32>, k: usize, n: usize, panels: &mut [f32]) {
         }
         return;
     }
-    if rs == 1 {
-        // contiguous columns (a transposed view, such as attention's `Kᵀ`)
-        #[cfg(target_arch = "x86_64")]
-        if Kernel::for_level(crate::cpu::level()) != Kernel::Portable {
-            // SAFETY: the CPU has AVX2; `rs == 1`, and the view's extent covers
-            // every [r, c] with r < k, c < n; `panels` holds the panels' `len`.
-            unsafe { x86::pack_columns_avx2(data, geom.offset(), cs, (k, n), panels) };
-            return;
-        }
-        // each column read in order into its lane of the panel rows
-        for p in 0..n.div_ceil(NR) {
-            let panel = &mut panels[p * k * NR..][..k * NR];
-            let cols = NR.min(n - p * NR);
-            if cols < NR {
-                panel.fill(0.0);
-            }
-            for j in 0..cols {
-                // Invariant: the view's extent covers [0 .. k, p·NR + j].
-                let at = (geom.offset() as isize + (p * NR + j) as isize * cs) as usize;
-                for (row, &v) in panel.chunks_exact_mut(NR).zip(&data[at..at + k]) {
-                    row[j] = v;
-                }
-            }
-        }
+    // contiguous columns (a transposed view, such as attention's `Kᵀ`): register
+    // transposes wherever the CPU has AVX2; the element loop below otherwise
+    #[cfg(target_arch = "x86_64")]
+    if rs == 1 && Kernel::for_level(crate::cpu::level()) != Kernel::Portable {
+        // SAFETY: the CPU has AVX2; `rs == 1`, and the view's extent covers
+        // every [r, c] with r < k, c < n; `panels` holds the panels' `len`.
+        unsafe { x86::pack_columns_avx2(data, geom.offset(), cs, (k, n), panels) };
         return;
     }
     for p in 0..n.div_ceil(NR) {

@@ -78,15 +78,20 @@ pub fn mish(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
 pub fn swish(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     let x = cx.input(0)?;
     let alpha = cx.float_or("alpha", 1.0)?;
-    // `x · 1` is `x` exactly: the default is `x · sigmoid(x)`, which fuses into `silu`
+    Ok(vec![swish_of(cx, x, alpha)?])
+}
+
+/// `x · sigmoid(alpha · x)`; `x · 1` is `x` exactly, so at the default alpha it is
+/// `x · sigmoid(x)`, which the load-time rewrites fuse into one `silu`.
+fn swish_of(cx: &mut NodeCx, x: ValueId, alpha: f32) -> NodeResult<ValueId> {
     let ax = if alpha == 1.0 {
         x
     } else {
-        let a = cx.scalar_like(x, alpha as f64);
+        let a = cx.scalar_like(x, f64::from(alpha));
         cx.bin(BinaryOp::Mul, x, a)?
     };
     let s = cx.un(UnaryOp::Sigmoid, ax)?;
-    Ok(vec![cx.bin(BinaryOp::Mul, x, s)?])
+    cx.bin(BinaryOp::Mul, x, s)
 }
 
 /// `Sign`: 1, -1, or `x` itself for zeros and NaN.
@@ -174,13 +179,6 @@ pub fn swiglu(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
         )));
     }
     let alpha = cx.float_or("alpha", 1.0)?;
-    let scaled = if alpha == 1.0 {
-        a
-    } else {
-        let s = cx.scalar_like(a, f64::from(alpha));
-        cx.bin(BinaryOp::Mul, a, s)?
-    };
-    let gate = cx.un(UnaryOp::Sigmoid, scaled)?;
-    let swish = cx.bin(BinaryOp::Mul, a, gate)?;
+    let swish = swish_of(cx, a, alpha)?;
     Ok(vec![cx.bin(BinaryOp::Mul, swish, b)?])
 }

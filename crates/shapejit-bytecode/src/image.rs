@@ -46,8 +46,9 @@ use std::path::{Path, PathBuf};
 
 /// The file magic.
 pub const MAGIC: [u8; 8] = *b"SJBIMAGE";
-/// The format version this build writes and reads.
-pub const VERSION: u32 = 2;
+/// The format version this build writes and reads (3: a batch norm may carry a
+/// fused activation, which a version-2 reader would silently drop).
+pub const VERSION: u32 = 3;
 /// Header flag: the weight section's CRC-32 is stored at offset 52.
 pub const FLAG_WEIGHT_CHECKSUM: u32 = 1;
 /// Header size; the metadata starts here.

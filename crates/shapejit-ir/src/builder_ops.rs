@@ -196,7 +196,10 @@ impl GraphBuilder {
     /// Inference batch norm (channel axis 1).
     pub fn batch_norm(&mut self, x: ValueId, params: BatchNormParams, epsilon: f32) -> Out {
         self.op(
-            Op::BatchNorm { epsilon },
+            Op::BatchNorm {
+                epsilon,
+                activation: None,
+            },
             &[x, params.scale, params.bias, params.mean, params.var],
         )
     }

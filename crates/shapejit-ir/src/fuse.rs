@@ -19,9 +19,11 @@
 //!   spell a scale layer) becomes `conv2d(x, w·s, b·s + t)`, folded as the batch
 //!   norm is; after a batch norm with constant parameters it is multiplied into
 //!   the batch norm's scale and shift instead.
-//! - **Activation after a convolution**: `relu`, `leaky_relu` or `clip` of a
-//!   `conv2d` becomes the conv with that [`Activation`], which its kernel applies
-//!   while the output is in registers.
+//! - **Activation after a convolution or batch norm**: `relu`, `leaky_relu` or
+//!   `clip` of a `conv2d` becomes the conv with that [`Activation`], which its
+//!   kernel applies while the output is in registers; of a `batch_norm` (that
+//!   no conv absorbed: the pre-activation `batch_norm → relu` of DenseNet-style
+//!   blocks), the batch norm with it, one pass over memory instead of two.
 //! - **Bias after a matrix product**: `matmul(a, b) + bias` (either operand
 //!   order) with `b` of rank >= 2 and `bias` an f32 constant of shape `[n]`, the
 //!   product's last dim, becomes `matmul_bias(a, b, bias)`, which the matmul
@@ -39,7 +41,7 @@
 //! result); the folded batch norm
 //! and the per-channel affine only by rounding (within conv's 1e-5 relative
 //! tolerance: the products and the bias are each rounded once more); a fused activation is bit-identical to the
-//! unary op after the conv, and `matmul_bias` to the `add` after the matmul.
+//! unary op after the conv or batch norm, and `matmul_bias` to the `add` after the matmul.
 
 use crate::dtype::DType;
 use crate::graph::{Graph, Node, NodeId, ValueId, ValueInfo, ValueType};
@@ -316,7 +318,11 @@ fn apply_folds(graph: &mut Graph, matcher: fn(&Graph, &Facts, usize) -> Option<F
 /// expected size.
 fn bn_fold(graph: &Graph, facts: &Facts, idx: usize) -> Option<Fold> {
     let node = &graph.nodes[idx];
-    let Op::BatchNorm { epsilon } = node.op else {
+    let Op::BatchNorm {
+        epsilon,
+        activation: None,
+    } = node.op
+    else {
         return None;
     };
     let conv = facts.single_use_def(graph, *node.inputs.first()?)?.0;
@@ -355,7 +361,15 @@ fn affine_fold(graph: &Graph, facts: &Facts, idx: usize) -> Option<Fold> {
     let mul = graph.node(mul_id);
     let (y, s) = [(0, 1), (1, 0)].into_iter().find_map(|(y, s)| {
         let (id, op) = facts.single_use_def(graph, *mul.inputs.get(y)?)?;
-        matches!(op, Op::Conv2d { .. } | Op::BatchNorm { .. }).then_some((id, *mul.inputs.get(s)?))
+        let affine = matches!(
+            op,
+            Op::Conv2d { .. }
+                | Op::BatchNorm {
+                    activation: None,
+                    ..
+                }
+        );
+        affine.then_some((id, *mul.inputs.get(s)?))
     })?;
     let y_node = graph.node(y);
     let c = channels(graph, y)?;
@@ -473,8 +487,8 @@ fn conv_fold(
     })
 }
 
-/// Fuses every `relu`, `leaky_relu` or `clip` of a conv's output (its only use)
-/// into the conv; returns how many.
+/// Fuses every `relu`, `leaky_relu` or `clip` of a conv's or batch norm's output
+/// (its only use) into that op; returns how many.
 fn fuse_activations(graph: &mut Graph) -> usize {
     let facts = Facts::of(graph);
     let mut rewrites = Vec::new();
@@ -490,20 +504,29 @@ fn fuse_activations(graph: &mut Graph) -> usize {
         else {
             continue;
         };
-        if let Op::Conv2d {
-            window,
-            groups,
-            activation: None,
-        } = conv
-            && graph.value(node.outputs[0]).ty.dtype == DType::F32
-        {
-            let fused = Op::Conv2d {
+        if graph.value(node.outputs[0]).ty.dtype != DType::F32 {
+            continue;
+        }
+        let fused = match conv {
+            Op::Conv2d {
+                window,
+                groups,
+                activation: None,
+            } => Op::Conv2d {
                 window: window.clone(),
                 groups: *groups,
                 activation: Some(act),
-            };
-            rewrites.push((idx, fused, graph.node(conv_id).inputs.clone()));
-        }
+            },
+            Op::BatchNorm {
+                epsilon,
+                activation: None,
+            } => Op::BatchNorm {
+                epsilon: *epsilon,
+                activation: Some(act),
+            },
+            _ => continue,
+        };
+        rewrites.push((idx, fused, graph.node(conv_id).inputs.clone()));
     }
     let count = rewrites.len();
     for (idx, op, inputs) in rewrites {
@@ -776,6 +799,65 @@ mod tests {
             b.output("conv", conv).unwrap();
         }
         b.finish().unwrap()
+    }
+
+    /// `act(batch_norm(x))` of a graph input (no conv to fold into), the batch
+    /// norm's output also a graph output when asked.
+    fn bn_then(act: UnaryOp, bn_is_output: bool) -> Graph {
+        use crate::builder_ops::BatchNormParams;
+        let mut b = GraphBuilder::new("bn");
+        let x = b.input("x", DType::F32, shape!["n", 3, 4, 4]);
+        let mut c =
+            |name, v: [f32; 3]| b.constant(name, Tensor::from_vec(v.to_vec(), &[3]).unwrap());
+        let params = BatchNormParams {
+            scale: c("scale", [2.0, 0.5, -1.0]),
+            bias: c("shift", [0.25, 0.0, 1.0]),
+            mean: c("mean", [1.0, -2.0, 0.0]),
+            var: c("var", [4.0, 0.25, 1.0]),
+        };
+        let bn = b.batch_norm(x, params, 1e-5).unwrap();
+        let y = b.unary(act, bn).unwrap();
+        b.output("y", y).unwrap();
+        if bn_is_output {
+            b.output("bn", bn).unwrap();
+        }
+        b.finish().unwrap()
+    }
+
+    #[test]
+    fn an_activation_after_a_batch_norm_fuses_into_it() {
+        for act in [
+            UnaryOp::Relu,
+            UnaryOp::LeakyRelu { alpha: 0.1 },
+            UnaryOp::Clip { min: 0.0, max: 6.0 },
+        ] {
+            let mut g = bn_then(act, false);
+            assert_eq!(fuse(&mut g), 1, "{act:?}");
+            let bn: Vec<&Node> = g
+                .nodes
+                .iter()
+                .filter(|n| !matches!(n.op, Op::Constant { .. }))
+                .collect();
+            assert_eq!(bn.len(), 1, "{g}");
+            let want = Op::BatchNorm {
+                epsilon: 1e-5,
+                activation: Activation::from_unary(act),
+            };
+            assert_eq!(bn[0].op, want, "{g}");
+            assert_eq!(bn[0].inputs[0], g.inputs[0]);
+            assert_eq!(bn[0].outputs, g.outputs);
+            assert_eq!(g.value(g.outputs[0]).ty.to_string(), "f32[n, 3, 4, 4]");
+        }
+        // a batch norm whose output is used elsewhere keeps it unactivated
+        let mut g = bn_then(UnaryOp::Relu, true);
+        let before = g.clone();
+        assert_eq!(fuse(&mut g), 0);
+        assert_eq!(g, before);
+        // an activation that is not fusible stays a unary op
+        let mut g = bn_then(UnaryOp::Tanh, false);
+        let before = g.clone();
+        assert_eq!(fuse(&mut g), 0);
+        assert_eq!(g, before);
     }
 
     /// The values of the graph's constants, in node order.

@@ -369,9 +369,9 @@ impl ScatterReduction {
     }
 }
 
-/// The activation a convolution applies to its output, fused into it by
-/// [`crate::fuse`]: `conv2d {activation = a}` is exactly `a(conv2d(..))`, the unary
-/// op of the same name applied to each output element (bit-identical).
+/// The activation a convolution or batch norm applies to its output, fused into
+/// it by [`crate::fuse`]: `conv2d {activation = a}` is exactly `a(conv2d(..))`, the
+/// unary op of the same name applied to each output element (bit-identical).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Activation {
     /// [`UnaryOp::Relu`]
@@ -529,6 +529,10 @@ pub enum Op {
     BatchNorm {
         /// added to the variance
         epsilon: f32,
+        /// applied to every output element (fused by [`crate::fuse`]; exact on
+        /// the normalized value, as for [`Op::Conv2d`])
+        #[serde(default)]
+        activation: Option<Activation>,
     },
     /// Reshape to the contents of an i64 shape tensor; `0` copies the input dim
     /// (unless `allowzero`), `-1` is inferred. Inputs: `data`, `shape`.

@@ -448,7 +448,10 @@ fn global_avg_pool_and_batch_norm() {
             .collect();
         let eps = 1e-3f32;
         let out = run(
-            &Op::BatchNorm { epsilon: eps },
+            &Op::BatchNorm {
+                epsilon: eps,
+                activation: None,
+            },
             &[&x, &params[0], &params[1], &params[2], &params[3]],
         )
         .unwrap();
@@ -465,6 +468,77 @@ fn global_avg_pool_and_batch_norm() {
             })
             .collect();
         assert_close("batch_norm", &out[0].vals, &want, 1e-6, 1e-5);
+    }
+}
+
+/// A batch norm's fused activation is exact on the normalized value: the
+/// unfused batch norm's result put through the ONNX formula of the activation,
+/// bit for bit, at every layout (NaN propagates, −0 stays −0 through relu).
+#[test]
+fn batch_norm_with_a_fused_activation() {
+    let mut rng = Rng::new(54);
+    let shape = [2, 3, 2, 5];
+    let special = [f32::NAN, -0.0, 0.0, -1e-30, 3.5, -7.25, f32::INFINITY];
+    let vals: Vec<f32> = (0..60)
+        .map(|i| special.get(i % 11).copied().unwrap_or(rng.f32(-2.0, 2.0)))
+        .collect();
+    // per channel: scale, bias, mean, var
+    let params = [
+        [1.5f32, 1.0, -0.5],
+        [0.25, 0.0, 1.0],
+        [0.5, 0.0, -1.0],
+        [2.0, 0.999, 0.5],
+    ];
+    let params: Vec<Host> = params.iter().map(|p| Host::from_vals(p, &[3])).collect();
+    let eps = 1e-3f32;
+    let acts = [
+        Activation::Relu,
+        Activation::LeakyRelu { alpha: 0.25 },
+        Activation::Clip {
+            min: -0.5,
+            max: 0.75,
+        },
+    ];
+    for (case, kind) in KINDS.into_iter().enumerate() {
+        let x = Host::f32_with(&mut rng, &vals, &shape, kind);
+        let inputs = [&x, &params[0], &params[1], &params[2], &params[3]];
+        let bn = |activation| Op::BatchNorm {
+            epsilon: eps,
+            activation,
+        };
+        let plain = run(&bn(None), &inputs).unwrap();
+        for act in acts {
+            let fused = run(&bn(Some(act)), &inputs).unwrap();
+            for (i, (&got, &y)) in fused[0].vals.iter().zip(&plain[0].vals).enumerate() {
+                let y = y as f32;
+                let want = match act {
+                    Activation::Relu => {
+                        if y < 0.0 {
+                            0.0
+                        } else {
+                            y
+                        }
+                    }
+                    Activation::LeakyRelu { alpha } => {
+                        if y < 0.0 {
+                            alpha * y
+                        } else {
+                            y
+                        }
+                    }
+                    Activation::Clip { min, max } => {
+                        let y = if y < min { min } else { y };
+                        if y > max { max } else { y }
+                    }
+                };
+                let got = got as f32;
+                let same = got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
+                assert!(
+                    same,
+                    "case {case}, {act:?}, element {i}: got {got}, want {want}"
+                );
+            }
+        }
     }
 }
 
@@ -531,7 +605,13 @@ fn conv_and_pool_errors() {
     ));
     let c = Host::f32(&mut rng, &[3], Kind::Contiguous);
     assert!(matches!(
-        run(&Op::BatchNorm { epsilon: 1e-5 }, &[&x, &c, &c, &c, &c]),
+        run(
+            &Op::BatchNorm {
+                epsilon: 1e-5,
+                activation: None,
+            },
+            &[&x, &c, &c, &c, &c]
+        ),
         Err(OpError::Shape { .. })
     ));
 }

@@ -197,7 +197,10 @@ fn reductions_softmax_norms() {
         one_shape(ln, &[f32s(shape!["b", 32, 256]), f32s(shape![128])]),
         "error: input 1 has shape [128], expected one that broadcasts to [256]"
     );
-    let bn = Op::BatchNorm { epsilon: 1e-5 };
+    let bn = Op::BatchNorm {
+        epsilon: 1e-5,
+        activation: None,
+    };
     let c = || f32s(shape![3]);
     assert_eq!(
         one_shape(

@@ -86,6 +86,15 @@ fn window_attrs(w: &Window2d) -> Vec<(&'static str, AttrValue)> {
 }
 
 /// The attributes an op prints, in a fixed order (all of them, defaults too).
+/// A fused `activation` word (`none` when absent) and that unary op's attributes.
+fn activation_attrs(activation: Option<Activation>) -> Vec<(&'static str, AttrValue)> {
+    let act = activation.map(Activation::as_unary);
+    let word = AttrValue::Word(act.map_or("none", UnaryOp::name).into());
+    let mut v = vec![("activation", word)];
+    v.extend(act.map_or_else(Vec::new, |u| attrs_of(&Op::Unary(u))));
+    v
+}
+
 pub(super) fn attrs_of(op: &Op) -> Vec<(&'static str, AttrValue)> {
     use AttrValue::{Bool, Float, Int, Ints, Word};
     match op {
@@ -136,7 +145,14 @@ pub(super) fn attrs_of(op: &Op) -> Vec<(&'static str, AttrValue)> {
         Op::GatherNd { batch_dims } => vec![("batch_dims", Int(*batch_dims as i64))],
         Op::ScatterNd { reduction } => vec![("reduction", Word(reduction.name().into()))],
         Op::LayerNorm { axis, epsilon } => vec![("axis", Int(*axis)), ("epsilon", Float(*epsilon))],
-        Op::BatchNorm { epsilon } => vec![("epsilon", Float(*epsilon))],
+        Op::BatchNorm {
+            epsilon,
+            activation,
+        } => {
+            let mut v = vec![("epsilon", Float(*epsilon))];
+            v.extend(activation_attrs(*activation));
+            v
+        }
         Op::Reshape { allowzero } => vec![("allowzero", Bool(*allowzero))],
         Op::Transpose { perm } => vec![("perm", ints_usize(perm))],
         Op::Squeeze { axes } | Op::Unsqueeze { axes } => vec![("axes", Ints(axes.clone()))],
@@ -166,9 +182,7 @@ pub(super) fn attrs_of(op: &Op) -> Vec<(&'static str, AttrValue)> {
         } => {
             let mut v = window_attrs(window);
             v.push(("groups", Int(*groups as i64)));
-            let act = activation.map(Activation::as_unary);
-            v.push(("activation", Word(act.map_or("none", UnaryOp::name).into())));
-            v.extend(act.map_or_else(Vec::new, |u| attrs_of(&Op::Unary(u))));
+            v.extend(activation_attrs(*activation));
             v
         }
         Op::ConvTranspose2d {
@@ -531,6 +545,7 @@ pub(super) fn op_from(
             },
             "batch_norm" => Op::BatchNorm {
                 epsilon: a.float("epsilon", Some(1e-5))?,
+                activation: a.activation()?,
             },
             "reshape" => Op::Reshape {
                 allowzero: a.bool("allowzero", Some(false))?,

@@ -217,6 +217,11 @@ fn every_op() -> Graph {
         var: scale,
     };
     let _ = b.batch_norm(c, params, 1e-3).unwrap();
+    let bn_clip = Op::BatchNorm {
+        epsilon: 1e-3,
+        activation: Some(Activation::Clip { min: 0.0, max: 6.0 }),
+    };
+    b.op(bn_clip, &[c, scale, scale, scale, scale]).unwrap();
     let r = b.reshape(ln, &[0, 2, -1]).unwrap();
     let t = b.transpose(r, &[2, 0, 1]).unwrap();
     let u = b.unsqueeze(t, &[0]).unwrap();

@@ -610,9 +610,16 @@ fn compute(
         Op::LayerNorm { axis, epsilon } => {
             norm::layer_norm(op, *axis, *epsilon, inputs, &mut outputs[0], &mut scratch())
         }
-        Op::BatchNorm { epsilon } => {
-            norm::batch_norm(op, *epsilon, inputs, &mut outputs[0], &mut scratch())
-        }
+        Op::BatchNorm {
+            epsilon,
+            activation,
+        } => norm::batch_norm(
+            op,
+            (*epsilon, *activation),
+            inputs,
+            &mut outputs[0],
+            &mut scratch(),
+        ),
         Op::Reshape { .. }
         | Op::Transpose { .. }
         | Op::Squeeze { .. }

@@ -507,7 +507,7 @@ mod tests {
             from_bytes(Bytes::from(bad)),
             Err(ImageError::Version {
                 found: 1,
-                expected: 2
+                expected: VERSION
             })
         ));
         let meta_len = u64_at(&bytes, 24) as usize;

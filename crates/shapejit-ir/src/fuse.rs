@@ -763,7 +763,7 @@ mod tests {
     /// `act(bn(conv2d(x, w, b)))` over 3 output channels (`bias` and `bn`
     /// optional), and the conv's output as a second graph output when asked.
     fn conv_chain(bias: bool, bn: bool, act: Option<UnaryOp>, conv_is_output: bool) -> Graph {
-        use crate::builder_ops::{BatchNormParams, ConvAttrs};
+        use crate::builder_ops::ConvAttrs;
         let mut b = GraphBuilder::new("c");
         let x = b.input("x", DType::F32, shape!["n", 2, 5, 5]);
         let t = |v: Vec<f32>, s: &[usize]| Tensor::from_vec(v, s).unwrap();
@@ -782,13 +782,7 @@ mod tests {
         let conv = b.conv2d(x, w, cb, attrs).unwrap();
         let mut y = conv;
         if bn {
-            let mut c = |name, v: [f32; 3]| b.constant(name, t(v.to_vec(), &[3]));
-            let params = BatchNormParams {
-                scale: c("scale", [2.0, 0.5, -1.0]),
-                bias: c("shift", [0.25, 0.0, 1.0]),
-                mean: c("mean", [1.0, -2.0, 0.0]),
-                var: c("var", [4.0, 0.25, 1.0]),
-            };
+            let params = bn_params(&mut b);
             y = b.batch_norm(y, params, 1e-5).unwrap();
         }
         if let Some(u) = act {
@@ -801,20 +795,24 @@ mod tests {
         b.finish().unwrap()
     }
 
-    /// `act(batch_norm(x))` of a graph input (no conv to fold into), the batch
-    /// norm's output also a graph output when asked.
-    fn bn_then(act: UnaryOp, bn_is_output: bool) -> Graph {
-        use crate::builder_ops::BatchNormParams;
-        let mut b = GraphBuilder::new("bn");
-        let x = b.input("x", DType::F32, shape!["n", 3, 4, 4]);
+    /// Constant batch-norm parameters over 3 channels.
+    fn bn_params(b: &mut GraphBuilder) -> crate::builder_ops::BatchNormParams {
         let mut c =
             |name, v: [f32; 3]| b.constant(name, Tensor::from_vec(v.to_vec(), &[3]).unwrap());
-        let params = BatchNormParams {
+        crate::builder_ops::BatchNormParams {
             scale: c("scale", [2.0, 0.5, -1.0]),
             bias: c("shift", [0.25, 0.0, 1.0]),
             mean: c("mean", [1.0, -2.0, 0.0]),
             var: c("var", [4.0, 0.25, 1.0]),
-        };
+        }
+    }
+
+    /// `act(batch_norm(x))` of a graph input (no conv to fold into), the batch
+    /// norm's output also a graph output when asked.
+    fn bn_then(act: UnaryOp, bn_is_output: bool) -> Graph {
+        let mut b = GraphBuilder::new("bn");
+        let x = b.input("x", DType::F32, shape!["n", 3, 4, 4]);
+        let params = bn_params(&mut b);
         let bn = b.batch_norm(x, params, 1e-5).unwrap();
         let y = b.unary(act, bn).unwrap();
         b.output("y", y).unwrap();

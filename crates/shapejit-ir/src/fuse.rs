@@ -497,7 +497,7 @@ fn fuse_activations(graph: &mut Graph) -> usize {
         let Some(act) = Activation::from_unary(u) else {
             continue;
         };
-        let Some((conv_id, conv)) = node
+        let Some((producer_id, producer)) = node
             .inputs
             .first()
             .and_then(|&x| facts.single_use_def(graph, x))
@@ -507,7 +507,7 @@ fn fuse_activations(graph: &mut Graph) -> usize {
         if graph.value(node.outputs[0]).ty.dtype != DType::F32 {
             continue;
         }
-        let fused = match conv {
+        let fused = match producer {
             Op::Conv2d {
                 window,
                 groups,
@@ -526,7 +526,7 @@ fn fuse_activations(graph: &mut Graph) -> usize {
             },
             _ => continue,
         };
-        rewrites.push((idx, fused, graph.node(conv_id).inputs.clone()));
+        rewrites.push((idx, fused, graph.node(producer_id).inputs.clone()));
     }
     let count = rewrites.len();
     for (idx, op, inputs) in rewrites {

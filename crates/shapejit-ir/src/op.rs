@@ -531,7 +531,6 @@ pub enum Op {
         epsilon: f32,
         /// applied to every output element (fused by [`crate::fuse`]; exact on
         /// the normalized value, as for [`Op::Conv2d`])
-        #[serde(default)]
         activation: Option<Activation>,
     },
     /// Reshape to the contents of an i64 shape tensor; `0` copies the input dim

@@ -120,14 +120,11 @@ pub fn batch_norm(cx: &mut NodeCx) -> NodeResult<Vec<ValueId>> {
     if cx.int_or("training_mode", 0)? != 0 {
         return Err(cx.unsupported("training_mode = 1"));
     }
-    let activation = None;
-    Ok(vec![cx.op(
-        Op::BatchNorm {
-            epsilon,
-            activation,
-        },
-        &inputs,
-    )?])
+    let op = Op::BatchNorm {
+        epsilon,
+        activation: None,
+    };
+    Ok(vec![cx.op(op, &inputs)?])
 }
 
 /// Spatial geometry read from the attributes, for 1, 2 or 3 spatial dims.

@@ -144,24 +144,39 @@ pub(super) fn activation(a: Activation) -> KernelActivation {
     }
 }
 
+/// Evaluates `$body` with `$f` bound to a closure applying the kernels'
+/// activation `$act`: one closure per variant, so the variant is a constant
+/// inside the loop and the contiguous runs vectorize (`act.apply` on a captured
+/// `act` branched per element).
+macro_rules! with_activation {
+    ($act:expr, |$f:ident| $body:expr) => {
+        match $act {
+            shapejit_kernels::packed::Activation::Relu => {
+                let $f = |x: f32| shapejit_kernels::packed::Activation::Relu.apply(x);
+                $body
+            }
+            shapejit_kernels::packed::Activation::LeakyRelu(alpha) => {
+                let $f =
+                    move |x: f32| shapejit_kernels::packed::Activation::LeakyRelu(alpha).apply(x);
+                $body
+            }
+            shapejit_kernels::packed::Activation::Clip { min, max } => {
+                let $f =
+                    move |x: f32| shapejit_kernels::packed::Activation::Clip { min, max }.apply(x);
+                $body
+            }
+        }
+    };
+}
+pub(super) use with_activation;
+
 fn map_activation(
     op: &Op,
     inputs: &[TensorRef],
     out: &mut TensorMut,
     a: Activation,
 ) -> Result<(), OpError> {
-    // one closure per variant, so the variant is a constant inside the loop
-    // and the contiguous runs vectorize (`act.apply` on a captured `act`
-    // branched per element)
-    match activation(a) {
-        KernelActivation::Relu => map1(op, inputs, out, |x: f32| KernelActivation::Relu.apply(x)),
-        KernelActivation::LeakyRelu(alpha) => map1(op, inputs, out, move |x: f32| {
-            KernelActivation::LeakyRelu(alpha).apply(x)
-        }),
-        KernelActivation::Clip { min, max } => map1(op, inputs, out, move |x: f32| {
-            KernelActivation::Clip { min, max }.apply(x)
-        }),
-    }
+    with_activation!(activation(a), |f| map1(op, inputs, out, f))
 }
 
 /// The f32 function of a unary op (`None`: not a float op).

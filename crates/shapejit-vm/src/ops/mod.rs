@@ -615,7 +615,8 @@ fn compute(
             activation,
         } => norm::batch_norm(
             op,
-            (*epsilon, *activation),
+            *epsilon,
+            *activation,
             inputs,
             &mut outputs[0],
             &mut scratch(),

@@ -8,7 +8,7 @@
 //!
 //! **Invariant:** results do not depend on the input layout.
 
-use super::elementwise::activation as kernel_activation;
+use super::elementwise::{activation as kernel_activation, with_activation};
 use super::util::{
     arity, contiguous_f32, copy_len, expect_dtype, kernel_err, norm_axis, out_elems, out_view,
     shape_err, view_of,
@@ -17,7 +17,6 @@ use super::{OpError, OutType, Scratch};
 use crate::tensor::{TensorMut, TensorRef};
 use shapejit_ir::{Activation, DType, Op};
 use shapejit_kernels::elementwise as ew;
-use shapejit_kernels::packed::Activation as KernelActivation;
 use shapejit_kernels::rows;
 use shapejit_kernels::{StridedShape, View, ViewMut};
 use smallvec::SmallVec;
@@ -172,7 +171,8 @@ pub(crate) fn batch_norm_type(op: &Op, inputs: &[TensorRef]) -> Result<OutType, 
 
 pub(crate) fn batch_norm(
     op: &Op,
-    (epsilon, activation): (f32, Option<Activation>),
+    epsilon: f32,
+    activation: Option<Activation>,
     inputs: &[TensorRef],
     out: &mut TensorMut,
     scratch: &mut Scratch,
@@ -203,23 +203,11 @@ pub(crate) fn batch_norm(
     let mul = View::new(&*mul, chan).map_err(kernel_err(op))?;
     let add = View::new(&*add, chan).map_err(kernel_err(op))?;
     let mut o = out_view::<f32>(op, out)?;
-    // one closure per activation, so it is a constant inside the loop (see the
-    // elementwise ops' `map_activation`)
     match activation.map(kernel_activation) {
         None => ew::ternary(&mut o, &x, &mul, &add, |v, m, a| v * m + a),
-        Some(KernelActivation::Relu) => ew::ternary(&mut o, &x, &mul, &add, |v, m, a| {
-            KernelActivation::Relu.apply(v * m + a)
+        Some(act) => with_activation!(act, |f| {
+            ew::ternary(&mut o, &x, &mul, &add, move |v, m, a| f(v * m + a))
         }),
-        Some(KernelActivation::LeakyRelu(alpha)) => {
-            ew::ternary(&mut o, &x, &mul, &add, move |v, m, a| {
-                KernelActivation::LeakyRelu(alpha).apply(v * m + a)
-            })
-        }
-        Some(KernelActivation::Clip { min, max }) => {
-            ew::ternary(&mut o, &x, &mul, &add, move |v, m, a| {
-                KernelActivation::Clip { min, max }.apply(v * m + a)
-            })
-        }
     }
     .map_err(kernel_err(op))
 }

@@ -170,6 +170,82 @@ fn conv1x1(c: &mut Criterion) {
     group.finish();
 }
 
+/// ResNet-50's stride-2 layers (one image): the 7×7 stem (3 → 64 at 224²,
+/// pads 3), the 3×3 convolutions that halve the map (pads 1) and the 1×1
+/// projections (pads 0), each on every path that takes it: `direct` (weights as
+/// stored), `gemm` (1×1, packed weights), `transposed` (small maps, when
+/// [`takes_transposed`]). Named `CinxCoutxHW` by the input map; throughput is
+/// the convolution's FLOP.
+fn strided(c: &mut Criterion) {
+    let mut group = c.benchmark_group("strided");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    for (c_in, c_out, hw, k) in [
+        (3, 64, 224, 7),
+        (128, 128, 56, 3),
+        (256, 256, 28, 3),
+        (512, 512, 14, 3),
+        (256, 512, 56, 1),
+        (512, 1024, 28, 1),
+        (1024, 2048, 14, 1),
+    ] {
+        let pad = k / 2;
+        let o = (hw + 2 * pad - k) / 2 + 1;
+        let win = Window {
+            kernel: [k, k],
+            strides: [2, 2],
+            pads: [pad; 4],
+            dilations: [1, 1],
+            out: [o, o],
+        };
+        let x: Vec<f32> = (0..c_in * hw * hw)
+            .map(|i| (i * 7919 % 1000) as f32 / 1000.0 - 0.5)
+            .collect();
+        let w: Vec<f32> = (0..c_out * c_in * k * k)
+            .map(|i| (i * 104_729 % 1000) as f32 / 1000.0 - 0.5)
+            .collect();
+        let b = vec![0.1f32; c_out];
+        let xv = View::contiguous(&x, &[1, c_in, hw, hw]).expect("x fits");
+        let shape = [c_out, c_in, k, k];
+        let mut col = vec![0f32; conv2d_scratch_len(c_in, c_out, &win, [hw, hw])];
+        let mut out = vec![0f32; c_out * o * o];
+        group.throughput(Throughput::Elements(
+            (2 * c_out * c_in * k * k * o * o) as u64,
+        ));
+        let name = format!("{c_in}x{c_out}x{hw}k{k}");
+        let gemm = PackedConvWeights::pack(&w, shape, 1, [2, 2], [1, 1]);
+        let transposed = takes_transposed(c_out, &win)
+            .then(|| PackedConvWeights::pack_transposed(&w, shape, 1))
+            .flatten();
+        let paths = [
+            ("direct", None),
+            ("gemm", gemm.as_ref()),
+            ("transposed", transposed.as_ref()),
+        ];
+        for (path, packed) in paths {
+            if path != "direct" && packed.is_none() || path == "direct" && k == 1 {
+                continue;
+            }
+            let params = ConvParams {
+                w: &w,
+                bias: Some(&b),
+                groups: 1,
+                activation: None,
+                packed: packed.map(|weights| PackedChannels { weights, first: 0 }),
+            };
+            group.bench_function(BenchmarkId::new(path, &name), |bench| {
+                bench.iter(|| {
+                    conv2d(&mut out, &xv, &params, &win, &mut col).expect("shapes agree");
+                    black_box(&out);
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
 /// Max pools of the light CNNs, one image: SqueezeNet's 3×3 stride 2 unpadded
 /// (111² → 55², 55² → 27², 27² → 13²), ResNet-50's 3×3 stride 2 padded
 /// (112² → 56²), and 2×2 stride 2 (VGG-19's 224² → 112²). Throughput counts
@@ -213,5 +289,5 @@ fn max_pool(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, conv3x3, conv1x1, max_pool);
+criterion_group!(benches, conv3x3, conv1x1, strided, max_pool);
 criterion_main!(benches);

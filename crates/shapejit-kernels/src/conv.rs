@@ -143,7 +143,8 @@ fn usual_scratch_len(
         .saturating_mul(win.kernel[0])
         .saturating_mul(win.kernel[1]);
     if !takes_gemm(c_out_per_group, win.kernel) {
-        let direct = direct::Planes::new(win, input).conv_scratch_len(c_in_per_group, k);
+        let direct =
+            direct::Planes::new(win, input).conv_scratch_len(c_in_per_group, c_out_per_group, k);
         if !takes_winograd(c_in_per_group, win) {
             return direct;
         }
@@ -445,7 +446,7 @@ pub fn conv2d(
         }
         let winograd = packed.filter(|p| takes_winograd(cg, win) && p.weights.is_winograd());
         let tiles = winograd.map(|_| winograd::Tiles::new(win, [h, wd], cg, mg));
-        let split = planes.scratch_len(cg, direct::CHANNEL_BLOCK);
+        let split = planes.scratch_len(cg, planes.sum_planes(cg, mg, kh * kw));
         // tap offsets once per call where no Winograd group reuses the scratch
         let mut offsets_ready = false;
         for (idx, group_out) in out.chunks_exact_mut(mg * p).enumerate() {

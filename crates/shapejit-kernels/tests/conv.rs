@@ -647,6 +647,80 @@ fn direct_at_many_sizes() {
     }
 }
 
+/// Large maps and many channels, whose planes the direct path walks in
+/// several passes over the input channels (the sums stored between them), on
+/// the flat walk (56²) and the row walk (28² at stride 2, 14²): every output
+/// is the documented chain — `fma(w, x, acc)` over the taps in `(c, i, j)`
+/// order from the bias, padded cells read as 0 (separately rounded products
+/// at `scalar`) — bit for bit, and within the naive loop's tolerance with the
+/// fused activations (`check_conv`).
+#[test]
+fn direct_passes_are_bit_exact() {
+    let fused = shapejit_kernels::cpu::level() != shapejit_kernels::Level::Scalar;
+    for (c_in, c_out, hw, strides) in [
+        (40, 7, [56, 56], [1, 1]),
+        (150, 13, [28, 28], [2, 2]),
+        (300, 14, [14, 14], [1, 1]),
+    ] {
+        let case = Case {
+            n: 1,
+            c_in,
+            c_out,
+            hw,
+            kernel: [3, 3],
+            strides,
+            pads: [1; 4],
+            dilations: [1, 1],
+            groups: 1,
+            bias: true,
+        };
+        check_conv(&case);
+        let win = case.window();
+        let ([h, w], [oh, ow]) = (hw, win.out);
+        let x = data(c_in * h * w, 41);
+        let wt = data(c_out * c_in * 9, 42);
+        let b = data(c_out, 43);
+        let params = ConvParams {
+            w: &wt,
+            bias: Some(&b),
+            groups: 1,
+            activation: None,
+            packed: None,
+        };
+        let xv = View::contiguous(&x, &[1, c_in, h, w]).unwrap();
+        let mut col = vec![0f32; conv2d_scratch_len(c_in, c_out, &win, hw)];
+        let mut out = vec![f32::NAN; c_out * oh * ow];
+        conv2d(&mut out, &xv, &params, &win, &mut col).unwrap();
+        for m in 0..c_out {
+            for (oy, ox) in (0..oh).flat_map(|oy| (0..ow).map(move |ox| (oy, ox))) {
+                let mut acc = b[m];
+                for c in 0..c_in {
+                    for (i, j) in (0..3).flat_map(|i| (0..3).map(move |j| (i, j))) {
+                        let iy = (oy * strides[0] + i) as isize - 1;
+                        let ix = (ox * strides[1] + j) as isize - 1;
+                        let inside = (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix);
+                        let xv = match inside {
+                            true => x[(c * h + iy as usize) * w + ix as usize],
+                            false => 0.0,
+                        };
+                        let wv = wt[(m * c_in + c) * 9 + i * 3 + j];
+                        acc = if fused {
+                            wv.mul_add(xv, acc)
+                        } else {
+                            acc + wv * xv
+                        };
+                    }
+                }
+                let got = out[(m * oh + oy) * ow + ox];
+                assert!(
+                    got.to_bits() == acc.to_bits(),
+                    "{c_in}->{c_out} {hw:?} s{strides:?}: [{m},{oy},{ox}] = {got}, want {acc}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn conv_refuses_short_scratch() {
     let x = data(2 * 8 * 8, 1);

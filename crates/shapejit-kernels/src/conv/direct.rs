@@ -17,7 +17,12 @@
 //! Up to [`CHANNEL_BLOCK`] output channels are computed together over a block
 //! of vectors (8 × 3 accumulators at AVX-512, 6 × 2 at AVX2: each loaded input
 //! vector feeds every channel of the block): `acc = bias`, then one fused
-//! multiply-add per tap in `(c, i, j)` order, then the activation. Pooling runs
+//! multiply-add per tap in `(c, i, j)` order, then the activation. Where the
+//! group's planes and weights outgrow L2 ([`PASS_BYTES`]), the taps are summed
+//! in passes over the input channels, every block of output channels per
+//! pass, the sums stored between passes and reloaded (the same multiply-adds in
+//! the same order): each pass's planes are read from L2 by every block instead
+//! of all the planes from L3. Pooling runs
 //! the flat walk with `max` (NaN propagating, padding −∞) or a sum (padding +0,
 //! which leaves every sum unchanged: a sum starting at +0 is never −0) over the
 //! taps in `(i, j)` order, as the scalar definition does.
@@ -37,6 +42,14 @@ use crate::simd::vector::{Scalar, Simd};
 /// Lanes the planes are padded for (the widest level's), so scratch sizes do
 /// not depend on the level in use.
 pub(super) const MAX_LANES: usize = 16;
+/// The most bytes of input planes and weights one channel pass of a
+/// convolution reads ([`Planes::channel_pass`]): planes past this are walked in
+/// passes of input channels, the partial sums stored between them, rather than
+/// streamed from L3 again for every block of output channels.
+pub(super) const PASS_BYTES: usize = 192 << 10;
+/// The fewest taps a channel pass sums (a reload and store of the sums per
+/// vector, amortized over them).
+pub(super) const MIN_PASS_TAPS: usize = 64;
 /// The most output channels computed together (at AVX-512; six below, see
 /// [`sums_with`]): each loaded input vector feeds this many accumulators.
 pub(super) const CHANNEL_BLOCK: usize = 8;
@@ -115,11 +128,41 @@ impl Planes {
             .saturating_add(self.n_q.saturating_mul(outputs))
     }
 
-    /// Scratch floats [`conv_group`] needs for `cg` channels and `taps` taps
-    /// (`cg · kH · kW`): the planes and [`CHANNEL_BLOCK`] output planes, then
-    /// the tap offsets.
-    pub(super) fn conv_scratch_len(&self, cg: usize, taps: usize) -> usize {
-        self.scratch_len(cg, CHANNEL_BLOCK).saturating_add(taps)
+    /// Scratch floats [`conv_group`] needs for `cg` channels, up to `m` output
+    /// channels and `taps` taps (`cg · kH · kW`): the planes and
+    /// [`Planes::sum_planes`] output planes, then the tap offsets.
+    pub(super) fn conv_scratch_len(&self, cg: usize, m: usize, taps: usize) -> usize {
+        let per_channel = taps.checked_div(cg).unwrap_or(0);
+        self.scratch_len(cg, self.sum_planes(cg, m, per_channel))
+            .saturating_add(taps)
+    }
+
+    /// Output planes of `n_q` sums a convolution of `cg` channels (`per_channel`
+    /// taps each) into `m` output channels keeps: none on the row walk, one
+    /// [`CHANNEL_BLOCK`]'s on the flat walk, or all `m` where it runs in
+    /// several channel passes ([`Planes::channel_pass`]), which reload them.
+    pub(super) fn sum_planes(&self, cg: usize, m: usize, per_channel: usize) -> usize {
+        match self.walk {
+            Walk::Rows => 0,
+            Walk::Flat if self.channel_pass(cg, m, per_channel) < cg => m,
+            Walk::Flat => CHANNEL_BLOCK,
+        }
+    }
+
+    /// Input channels per pass of a convolution of `cg` channels (`per_channel`
+    /// taps each) into `m` output channels: all of them where their planes and
+    /// weights fit in [`PASS_BYTES`], else as many as fit, so that each pass's
+    /// planes stay in L2 while every output channel block walks them — unless
+    /// fewer than [`MIN_PASS_TAPS`] taps' worth fit, which the reload of the
+    /// sums would not pay for (a large map: one pass).
+    pub(super) fn channel_pass(&self, cg: usize, m: usize, per_channel: usize) -> usize {
+        let planes = self.strides[0] * self.strides[1] * self.len;
+        let floats = planes.saturating_add(m.saturating_mul(per_channel));
+        let fit = PASS_BYTES / size_of::<f32>() / floats.max(1);
+        match fit.saturating_mul(per_channel) < MIN_PASS_TAPS {
+            true => cg.max(1),
+            false => fit.clamp(1, cg.max(1)),
+        }
     }
 
     /// Floats per plane row (`Wq`).
@@ -301,8 +344,8 @@ pub(super) struct Channels<'a> {
 
 /// Computes the output planes `out` (`M` planes of `OH·OW` floats) of the
 /// channels `ch`, all reading the group at `base`; `scratch` holds
-/// [`Planes::scratch_len`]`(g.cg, CHANNEL_BLOCK)` floats, `offsets` the group's
-/// [`tap_offsets`].
+/// [`Planes::conv_scratch_len`] floats (less the offsets), `offsets` the
+/// group's [`tap_offsets`].
 pub(super) fn conv_group(
     out: &mut [f32],
     g: &ConvGeom,
@@ -314,7 +357,12 @@ pub(super) fn conv_group(
 ) {
     let (planes, sums) = scratch.split_at_mut(pl.scratch_len(g.cg, 0));
     fill_at_level(cpu::level(), planes, pl, g, base, 0.0);
-    let taps = Taps { planes, offsets };
+    let per_channel = g.win.kernel[0] * g.win.kernel[1];
+    let taps = Taps {
+        planes,
+        offsets,
+        per_channel,
+    };
     sums_at_level(cpu::level(), out, sums, &taps, pl, ch);
 }
 
@@ -350,6 +398,18 @@ pub(super) fn tap_offsets<'t>(
 struct Taps<'a> {
     planes: &'a [f32],
     offsets: &'a [f32],
+    /// taps per input channel (`kH · kW`)
+    per_channel: usize,
+}
+
+/// One pass over some input channels' taps ([`Planes::channel_pass`]): the
+/// sums start from the bias on the first pass and from the stored partial
+/// sums after it; the activation is applied on the last.
+#[derive(Clone, Debug)]
+struct Pass {
+    taps: std::ops::Range<usize>,
+    first: bool,
+    last: bool,
 }
 
 /// [`sums_with`] compiled for `level`.
@@ -395,8 +455,11 @@ fn sums_at_level(
 /// over the taps `t = (c, i, j)` in order, for the channels of `ch` (its output
 /// planes in `out`), in blocks of [`CHANNEL_BLOCK`] at AVX-512 and 6 below: a
 /// block's channels at once, over blocks of several vectors of positions, then
-/// fewer, walked as the planes say ([`Walk`]; `sums` holds a block's flat-walk
-/// sums). (No closures here: a closure would not inherit the caller's target
+/// fewer, walked as the planes say ([`Walk`]; `sums` holds the flat walk's
+/// [`Planes::sum_planes`]). Where the planes and weights outgrow L2, in passes
+/// over the input channels ([`Planes::channel_pass`]), every block per pass:
+/// the same fused multiply-adds in the same order, the sums stored between
+/// passes. (No closures here: a closure would not inherit the caller's target
 /// features, and the intrinsics would not inline into it.)
 #[inline(always)]
 fn sums_with<S: Simd>(
@@ -408,6 +471,8 @@ fn sums_with<S: Simd>(
     ch: &Channels,
 ) {
     let k = taps.offsets.len();
+    let per_channel = taps.per_channel.max(1);
+    let cg = k / per_channel;
     let walk = Walker::new(pl, S::LANES);
     // the channels: the output planes
     let m = out.len().checked_div(walk.plane).unwrap_or(0);
@@ -418,35 +483,69 @@ fn sums_with<S: Simd>(
     // GFLOP/s on a Zen 3).
     let wide = S::LANES >= 16;
     let block = if wide { CHANNEL_BLOCK } else { 6 };
+    let pass = pl.channel_pass(cg, m, per_channel);
+    // the flat walk's sums: every channel's while passes reload them
+    let kept = pl.sum_planes(cg, m, per_channel) >= m;
     // every load, `offset + q + lanes` with `q + lanes ≤ walk.end`, lies in the planes
     assert!(
-        taps.offsets
-            .iter()
-            .all(|o| o.to_bits() as usize + walk.end <= taps.planes.len())
+        cg * per_channel == k
+            && taps
+                .offsets
+                .iter()
+                .all(|o| o.to_bits() as usize + walk.end <= taps.planes.len())
             && m * k == ch.w.len()
-            && sums.len() >= block.min(m) * pl.n_q
+            && (pl.walk == Walk::Rows
+                || sums.len() >= if kept { m } else { block.min(m) } * pl.n_q)
             && ch.bias.is_none_or(|b| b.len() == m)
     );
-    for m0 in (0..m).step_by(block) {
-        let rows = m0..(m0 + block).min(m);
-        let out = &mut out[rows.start * walk.plane..rows.end * walk.plane];
-        let sums = &mut sums[..rows.len() * pl.n_q];
-        let b = Block {
-            taps,
-            walk,
-            w: &ch.w[rows.start * k..rows.end * k],
-            bias: ch.bias.map(|b| &b[rows.clone()]),
-            activation: ch.activation,
+    for c0 in (0..cg.max(1)).step_by(pass) {
+        let c1 = (c0 + pass).min(cg);
+        let pass = Pass {
+            taps: c0 * per_channel..c1 * per_channel,
+            first: c0 == 0,
+            last: c1 == cg,
         };
-        b.run_block(s, out, sums, wide);
-        if pl.walk == Walk::Flat {
-            let ow = walk.ow;
-            let sums = sums.chunks_exact(pl.n_q);
-            for (out, sums) in out.chunks_exact_mut(walk.plane).zip(sums) {
-                for (d, src) in out.chunks_exact_mut(ow).zip(sums.chunks(pl.cols)) {
-                    copy_run(s, d, &src[..ow]);
-                }
+        for m0 in (0..m).step_by(block) {
+            let rows = m0..(m0 + block).min(m);
+            let out = &mut out[rows.start * walk.plane..rows.end * walk.plane];
+            let sums = match (pl.walk, kept) {
+                (Walk::Rows, _) => &mut [][..],
+                (Walk::Flat, true) => &mut sums[rows.start * pl.n_q..rows.end * pl.n_q],
+                (Walk::Flat, false) => &mut sums[..rows.len() * pl.n_q],
+            };
+            let b = Block {
+                taps,
+                walk,
+                w: &ch.w[rows.start * k..rows.end * k],
+                bias: ch.bias.map(|b| &b[rows.clone()]),
+                activation: ch.activation,
+                pass: pass.clone(),
+            };
+            b.run_block(s, out, sums, wide);
+            if !kept {
+                copy_sums(s, out, sums, pl, &walk);
             }
+        }
+    }
+    if kept && pl.walk == Walk::Flat {
+        copy_sums(s, out, &sums[..m * pl.n_q], pl, &walk);
+    }
+}
+
+/// Copies the flat walk's valid columns of each plane of `sums` into the
+/// output planes `out` (nothing on the row walk, which stores them in place).
+#[inline(always)]
+fn copy_sums<S: Simd>(s: S, out: &mut [f32], sums: &[f32], pl: &Planes, walk: &Walker) {
+    if pl.walk == Walk::Rows {
+        return;
+    }
+    let ow = walk.ow;
+    for (out, sums) in out
+        .chunks_exact_mut(walk.plane)
+        .zip(sums.chunks_exact(pl.n_q))
+    {
+        for (d, src) in out.chunks_exact_mut(ow).zip(sums.chunks(pl.cols)) {
+            copy_run(s, d, &src[..ow]);
         }
     }
 }
@@ -513,6 +612,8 @@ struct Block<'a> {
     /// `MB` biases
     bias: Option<&'a [f32]>,
     activation: Option<Activation>,
+    /// the taps this pass sums
+    pass: Pass,
 }
 
 impl Block<'_> {
@@ -592,10 +693,30 @@ impl Block<'_> {
         let at: [(usize, usize, usize); V] = std::array::from_fn(|v| self.walk.vector(u + v));
         let mut acc = [[s.splat(0.0); V]; MB];
         for (r, acc) in acc.iter_mut().enumerate() {
-            let bias = self.bias.map_or(0.0, |b| b[r]);
-            *acc = [s.splat(bias); V];
+            if self.pass.first {
+                let bias = self.bias.map_or(0.0, |b| b[r]);
+                *acc = [s.splat(bias); V];
+                continue;
+            }
+            for (a, &(_, to, kept)) in acc.iter_mut().zip(&at) {
+                // SAFETY: the kept lanes lie in plane r (the contract), where the
+                // previous pass stored them.
+                *a = unsafe {
+                    let d = dst.add(r * step + to);
+                    if kept == S::LANES {
+                        s.load(d)
+                    } else {
+                        s.load_tail(d, kept)
+                    }
+                };
+            }
         }
-        for (t, offset) in self.taps.offsets.iter().enumerate() {
+        let first = self.pass.taps.start;
+        for (t, offset) in self.taps.offsets[self.pass.taps.clone()]
+            .iter()
+            .enumerate()
+            .map(|(t, o)| (first + t, o))
+        {
             let from = src.wrapping_add(offset.to_bits() as usize);
             let mut x = [s.splat(0.0); V];
             for (x, &(q, _, _)) in x.iter_mut().zip(&at) {
@@ -616,7 +737,7 @@ impl Block<'_> {
         done.copy_from_slice(&acc);
         for (r, acc) in done.iter().enumerate() {
             for (&a, &(_, to, kept)) in acc.iter().zip(&at) {
-                let a = match self.activation {
+                let a = match self.activation.filter(|_| self.pass.last) {
                     Some(act) => act.apply_v(s, a),
                     None => a,
                 };

@@ -246,6 +246,53 @@ fn strided(c: &mut Criterion) {
     group.finish();
 }
 
+/// Depthwise 3×3 convolutions (one image, pads 1, one channel per group) at
+/// ShuffleNet's layer shapes: 112 channels at 56² stride 2, 136 at 28², 272 at
+/// 14², 544 at 7² (stride 1). Throughput is the convolution's FLOP.
+fn depthwise(c: &mut Criterion) {
+    let mut group = c.benchmark_group("depthwise");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    for (ch, hw, stride) in [(112, 56, 2), (136, 28, 1), (272, 14, 1), (544, 7, 1)] {
+        let o = (hw + 2 - 3) / stride + 1;
+        let win = Window {
+            kernel: [3, 3],
+            strides: [stride; 2],
+            pads: [1; 4],
+            dilations: [1, 1],
+            out: [o, o],
+        };
+        let x: Vec<f32> = (0..ch * hw * hw)
+            .map(|i| (i * 7919 % 1000) as f32 / 1000.0 - 0.5)
+            .collect();
+        let w: Vec<f32> = (0..ch * 9)
+            .map(|i| (i * 104_729 % 1000) as f32 / 1000.0 - 0.5)
+            .collect();
+        let b = vec![0.1f32; ch];
+        let xv = View::contiguous(&x, &[1, ch, hw, hw]).expect("x fits");
+        let mut col = vec![0f32; conv2d_scratch_len(1, 1, &win, [hw, hw])];
+        let mut out = vec![0f32; ch * o * o];
+        group.throughput(Throughput::Elements((2 * ch * 9 * o * o) as u64));
+        let params = ConvParams {
+            w: &w,
+            bias: Some(&b),
+            groups: ch,
+            activation: None,
+            packed: None,
+        };
+        let name = format!("{ch}x{hw}s{stride}");
+        group.bench_function(BenchmarkId::from_parameter(name), |bench| {
+            bench.iter(|| {
+                conv2d(&mut out, &xv, &params, &win, &mut col).expect("shapes agree");
+                black_box(&out);
+            })
+        });
+    }
+    group.finish();
+}
+
 /// Max pools of the light CNNs, one image: SqueezeNet's 3×3 stride 2 unpadded
 /// (111² → 55², 55² → 27², 27² → 13²), ResNet-50's 3×3 stride 2 padded
 /// (112² → 56²), and 2×2 stride 2 (VGG-19's 224² → 112²). Throughput counts
@@ -289,5 +336,5 @@ fn max_pool(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, conv3x3, conv1x1, strided, max_pool);
+criterion_group!(benches, conv3x3, conv1x1, strided, depthwise, max_pool);
 criterion_main!(benches);

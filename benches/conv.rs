@@ -10,7 +10,9 @@
 //!
 //! Small maps (at most `TRANSPOSED_MAX_POSITIONS` outputs) also run as the
 //! transposed product (`transposed/…`: `PackedConvWeights::pack_transposed`).
-//! `conv1x1/…` times 1×1 layers on packed weights, the GEMM path and transposed.
+//! `conv1x1/…` times 1×1 layers on packed weights, the GEMM path and transposed;
+//! `strided/…` ResNet-50's stride-2 layers (the 7×7 stem, 3×3 and 1×1) on every
+//! path that takes them; `depthwise/…` ShuffleNet's depthwise 3×3 layers.
 //!
 //! Criterion's throughput is the direct convolution's FLOP (2·Cout·Cin·9·H·W), so
 //! `Gelem/s` reads as equivalent GFLOP/s on both paths.

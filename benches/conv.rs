@@ -17,7 +17,10 @@
 //! Criterion's throughput is the direct convolution's FLOP (2·Cout·Cin·9·H·W), so
 //! `Gelem/s` reads as equivalent GFLOP/s on both paths.
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{
+    BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
+};
 use shapejit_kernels::View;
 use shapejit_kernels::conv::{
     ConvParams, PackedChannels, PackedConvWeights, Pool, Window, conv2d, conv2d_scratch_len,
@@ -25,6 +28,95 @@ use shapejit_kernels::conv::{
 };
 use std::hint::black_box;
 use std::time::Duration;
+
+/// One convolution layer as the groups time it: one image `[c_in, hw, hw]`,
+/// weights `[c_out, c_in/groups, kH, kW]` and a bias of 0.1, fixed data in
+/// [-0.5, 0.5).
+struct Layer {
+    c_in: usize,
+    c_out: usize,
+    hw: usize,
+    groups: usize,
+    win: Window,
+    x: Vec<f32>,
+    w: Vec<f32>,
+    b: Vec<f32>,
+}
+
+impl Layer {
+    fn new(c_in: usize, c_out: usize, hw: usize, groups: usize, win: Window) -> Layer {
+        let values = |n: usize, step: usize| -> Vec<f32> {
+            (0..n)
+                .map(|i| (i * step % 1000) as f32 / 1000.0 - 0.5)
+                .collect()
+        };
+        let [kh, kw] = win.kernel;
+        Layer {
+            c_in,
+            c_out,
+            hw,
+            groups,
+            win,
+            x: values(c_in * hw * hw, 7919),
+            w: values(c_out * c_in / groups * kh * kw, 104_729),
+            b: vec![0.1; c_out],
+        }
+    }
+
+    /// The weights' `[C_out, C_in/groups, kH, kW]`.
+    fn shape(&self) -> [usize; 4] {
+        let [kh, kw] = self.win.kernel;
+        [self.c_out, self.c_in / self.groups, kh, kw]
+    }
+
+    /// The direct convolution's FLOP (`2 · C_out · C_in/groups · kH · kW · OH · OW`).
+    fn flop(&self) -> u64 {
+        let [c_out, cg, kh, kw] = self.shape();
+        (2 * c_out * cg * kh * kw * self.win.out[0] * self.win.out[1]) as u64
+    }
+
+    /// Times `conv2d` as `id` in `group`, on `packed` weights or as stored.
+    fn bench(
+        &self,
+        group: &mut BenchmarkGroup<WallTime>,
+        id: BenchmarkId,
+        packed: Option<&PackedConvWeights>,
+    ) {
+        let (hw, [cg, mg]) = (
+            [self.hw; 2],
+            [self.c_in, self.c_out].map(|c| c / self.groups),
+        );
+        let xv = View::contiguous(&self.x, &[1, self.c_in, hw[0], hw[1]]).expect("x fits");
+        let mut col = vec![0f32; conv2d_scratch_len(cg, mg, &self.win, hw)];
+        let mut out = vec![0f32; self.c_out * self.win.out[0] * self.win.out[1]];
+        let params = ConvParams {
+            w: &self.w,
+            bias: Some(&self.b),
+            groups: self.groups,
+            activation: None,
+            packed: packed.map(|weights| PackedChannels { weights, first: 0 }),
+        };
+        group.throughput(Throughput::Elements(self.flop()));
+        group.bench_function(id, |bench| {
+            bench.iter(|| {
+                conv2d(&mut out, &xv, &params, &self.win, &mut col).expect("shapes agree");
+                black_box(&out);
+            })
+        });
+    }
+}
+
+/// A `k × k` window at `stride` with pads `k / 2` on an `hw²` map.
+fn window(k: usize, stride: usize, hw: usize) -> Window {
+    let o = (hw + 2 * (k / 2) - k) / stride + 1;
+    Window {
+        kernel: [k, k],
+        strides: [stride; 2],
+        pads: [k / 2; 4],
+        dilations: [1, 1],
+        out: [o, o],
+    }
+}
 
 fn conv3x3(c: &mut Criterion) {
     let mut group = c.benchmark_group("conv3x3");
@@ -49,53 +141,18 @@ fn conv3x3(c: &mut Criterion) {
         (64, 256, 13),
         (16, 64, 55),
     ] {
-        let win = Window {
-            kernel: [3, 3],
-            strides: [1, 1],
-            pads: [1; 4],
-            dilations: [1, 1],
-            out: [hw, hw],
-        };
-        let x: Vec<f32> = (0..c_in * hw * hw)
-            .map(|i| (i * 7919 % 1000) as f32 / 1000.0 - 0.5)
-            .collect();
-        let w: Vec<f32> = (0..c_out * c_in * 9)
-            .map(|i| (i * 104_729 % 1000) as f32 / 1000.0 - 0.5)
-            .collect();
-        let b = vec![0.1f32; c_out];
-        let xv = View::contiguous(&x, &[1, c_in, hw, hw]).expect("x fits");
-        let packed = PackedConvWeights::pack(&w, [c_out, c_in, 3, 3], 1, [1, 1], [1, 1]);
-        let transposed = takes_transposed(c_out, &win)
-            .then(|| PackedConvWeights::pack_transposed(&w, [c_out, c_in, 3, 3], 1))
+        let layer = Layer::new(c_in, c_out, hw, 1, window(3, 1, hw));
+        let (w, shape) = (&layer.w, layer.shape());
+        let packed = PackedConvWeights::pack(w, shape, 1, [1, 1], [1, 1]);
+        let transposed = takes_transposed(c_out, &layer.win)
+            .then(|| PackedConvWeights::pack_transposed(w, shape, 1))
             .flatten();
-        let mut col = vec![0f32; conv2d_scratch_len(c_in, c_out, &win, [hw, hw])];
-        let mut out = vec![0f32; c_out * hw * hw];
-        group.throughput(Throughput::Elements(
-            (2 * c_out * c_in * 9 * hw * hw) as u64,
-        ));
         let name = format!("{c_in}x{c_out}x{hw}");
-        let paths = [
-            ("direct", None),
-            ("winograd", packed.as_ref()),
-            ("transposed", transposed.as_ref()),
-        ];
-        for (path, packed) in paths {
-            if path != "direct" && packed.is_none() {
-                continue;
+        layer.bench(&mut group, BenchmarkId::new("direct", &name), None);
+        for (path, packed) in [("winograd", &packed), ("transposed", &transposed)] {
+            if let Some(packed) = packed {
+                layer.bench(&mut group, BenchmarkId::new(path, &name), Some(packed));
             }
-            let params = ConvParams {
-                w: &w,
-                bias: Some(&b),
-                groups: 1,
-                activation: None,
-                packed: packed.map(|weights| PackedChannels { weights, first: 0 }),
-            };
-            group.bench_function(BenchmarkId::new(path, &name), |bench| {
-                bench.iter(|| {
-                    conv2d(&mut out, &xv, &params, &win, &mut col).expect("shapes agree");
-                    black_box(&out);
-                })
-            });
         }
     }
     group.finish();
@@ -124,49 +181,18 @@ fn conv1x1(c: &mut Criterion) {
         (128, 16, 55),
         (512, 1000, 13),
     ] {
-        let win = Window {
-            kernel: [1, 1],
-            strides: [1, 1],
-            pads: [0; 4],
-            dilations: [1, 1],
-            out: [hw, hw],
-        };
-        let x: Vec<f32> = (0..c_in * hw * hw)
-            .map(|i| (i * 7919 % 1000) as f32 / 1000.0 - 0.5)
-            .collect();
-        let w: Vec<f32> = (0..c_out * c_in)
-            .map(|i| (i * 104_729 % 1000) as f32 / 1000.0 - 0.5)
-            .collect();
-        let b = vec![0.1f32; c_out];
-        let xv = View::contiguous(&x, &[1, c_in, hw, hw]).expect("x fits");
-        let shape = [c_out, c_in, 1, 1];
-        let mut col = vec![0f32; conv2d_scratch_len(c_in, c_out, &win, [hw, hw])];
-        let mut out = vec![0f32; c_out * hw * hw];
-        group.throughput(Throughput::Elements((2 * c_out * c_in * hw * hw) as u64));
+        let layer = Layer::new(c_in, c_out, hw, 1, window(1, 1, hw));
+        let (w, shape) = (&layer.w, layer.shape());
         let name = format!("{c_in}x{c_out}x{hw}");
         for path in ["gemm", "transposed"] {
             let packed = match path {
-                "gemm" => PackedConvWeights::pack(&w, shape, 1, [1, 1], [1, 1]),
-                _ if takes_transposed(c_out, &win) => {
-                    PackedConvWeights::pack_transposed(&w, shape, 1)
+                "gemm" => PackedConvWeights::pack(w, shape, 1, [1, 1], [1, 1]),
+                _ if takes_transposed(c_out, &layer.win) => {
+                    PackedConvWeights::pack_transposed(w, shape, 1)
                 }
                 _ => continue,
             };
-            let params = ConvParams {
-                w: &w,
-                bias: Some(&b),
-                groups: 1,
-                activation: None,
-                packed: packed
-                    .as_ref()
-                    .map(|weights| PackedChannels { weights, first: 0 }),
-            };
-            group.bench_function(BenchmarkId::new(path, &name), |bench| {
-                bench.iter(|| {
-                    conv2d(&mut out, &xv, &params, &win, &mut col).expect("shapes agree");
-                    black_box(&out);
-                })
-            });
+            layer.bench(&mut group, BenchmarkId::new(path, &name), packed.as_ref());
         }
     }
     group.finish();
@@ -193,56 +219,20 @@ fn strided(c: &mut Criterion) {
         (512, 1024, 28, 1),
         (1024, 2048, 14, 1),
     ] {
-        let pad = k / 2;
-        let o = (hw + 2 * pad - k) / 2 + 1;
-        let win = Window {
-            kernel: [k, k],
-            strides: [2, 2],
-            pads: [pad; 4],
-            dilations: [1, 1],
-            out: [o, o],
-        };
-        let x: Vec<f32> = (0..c_in * hw * hw)
-            .map(|i| (i * 7919 % 1000) as f32 / 1000.0 - 0.5)
-            .collect();
-        let w: Vec<f32> = (0..c_out * c_in * k * k)
-            .map(|i| (i * 104_729 % 1000) as f32 / 1000.0 - 0.5)
-            .collect();
-        let b = vec![0.1f32; c_out];
-        let xv = View::contiguous(&x, &[1, c_in, hw, hw]).expect("x fits");
-        let shape = [c_out, c_in, k, k];
-        let mut col = vec![0f32; conv2d_scratch_len(c_in, c_out, &win, [hw, hw])];
-        let mut out = vec![0f32; c_out * o * o];
-        group.throughput(Throughput::Elements(
-            (2 * c_out * c_in * k * k * o * o) as u64,
-        ));
+        let layer = Layer::new(c_in, c_out, hw, 1, window(k, 2, hw));
+        let (w, shape) = (&layer.w, layer.shape());
         let name = format!("{c_in}x{c_out}x{hw}k{k}");
-        let gemm = PackedConvWeights::pack(&w, shape, 1, [2, 2], [1, 1]);
-        let transposed = takes_transposed(c_out, &win)
-            .then(|| PackedConvWeights::pack_transposed(&w, shape, 1))
+        let gemm = PackedConvWeights::pack(w, shape, 1, [2, 2], [1, 1]);
+        let transposed = takes_transposed(c_out, &layer.win)
+            .then(|| PackedConvWeights::pack_transposed(w, shape, 1))
             .flatten();
-        let paths = [
-            ("direct", None),
-            ("gemm", gemm.as_ref()),
-            ("transposed", transposed.as_ref()),
-        ];
-        for (path, packed) in paths {
-            if path != "direct" && packed.is_none() || path == "direct" && k == 1 {
-                continue;
+        if k > 1 {
+            layer.bench(&mut group, BenchmarkId::new("direct", &name), None);
+        }
+        for (path, packed) in [("gemm", &gemm), ("transposed", &transposed)] {
+            if let Some(packed) = packed {
+                layer.bench(&mut group, BenchmarkId::new(path, &name), Some(packed));
             }
-            let params = ConvParams {
-                w: &w,
-                bias: Some(&b),
-                groups: 1,
-                activation: None,
-                packed: packed.map(|weights| PackedChannels { weights, first: 0 }),
-            };
-            group.bench_function(BenchmarkId::new(path, &name), |bench| {
-                bench.iter(|| {
-                    conv2d(&mut out, &xv, &params, &win, &mut col).expect("shapes agree");
-                    black_box(&out);
-                })
-            });
         }
     }
     group.finish();
@@ -258,39 +248,9 @@ fn depthwise(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(1));
     for (ch, hw, stride) in [(112, 56, 2), (136, 28, 1), (272, 14, 1), (544, 7, 1)] {
-        let o = (hw + 2 - 3) / stride + 1;
-        let win = Window {
-            kernel: [3, 3],
-            strides: [stride; 2],
-            pads: [1; 4],
-            dilations: [1, 1],
-            out: [o, o],
-        };
-        let x: Vec<f32> = (0..ch * hw * hw)
-            .map(|i| (i * 7919 % 1000) as f32 / 1000.0 - 0.5)
-            .collect();
-        let w: Vec<f32> = (0..ch * 9)
-            .map(|i| (i * 104_729 % 1000) as f32 / 1000.0 - 0.5)
-            .collect();
-        let b = vec![0.1f32; ch];
-        let xv = View::contiguous(&x, &[1, ch, hw, hw]).expect("x fits");
-        let mut col = vec![0f32; conv2d_scratch_len(1, 1, &win, [hw, hw])];
-        let mut out = vec![0f32; ch * o * o];
-        group.throughput(Throughput::Elements((2 * ch * 9 * o * o) as u64));
-        let params = ConvParams {
-            w: &w,
-            bias: Some(&b),
-            groups: ch,
-            activation: None,
-            packed: None,
-        };
-        let name = format!("{ch}x{hw}s{stride}");
-        group.bench_function(BenchmarkId::from_parameter(name), |bench| {
-            bench.iter(|| {
-                conv2d(&mut out, &xv, &params, &win, &mut col).expect("shapes agree");
-                black_box(&out);
-            })
-        });
+        let layer = Layer::new(ch, ch, hw, ch, window(3, stride, hw));
+        let id = BenchmarkId::from_parameter(format!("{ch}x{hw}s{stride}"));
+        layer.bench(&mut group, id, None);
     }
     group.finish();
 }

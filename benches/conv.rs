@@ -69,6 +69,21 @@ impl Layer {
         [self.c_out, self.c_in / self.groups, kh, kw]
     }
 
+    /// The weights packed for the layer's usual path (Winograd or the GEMM),
+    /// where it has one.
+    fn packed(&self) -> Option<PackedConvWeights> {
+        let (w, win) = (&self.w, &self.win);
+        PackedConvWeights::pack(w, self.shape(), self.groups, win.strides, win.dilations)
+    }
+
+    /// The weights packed for the transposed product, where the layer takes it.
+    fn transposed(&self) -> Option<PackedConvWeights> {
+        let mg = self.c_out / self.groups;
+        takes_transposed(mg, &self.win)
+            .then(|| PackedConvWeights::pack_transposed(&self.w, self.shape(), self.groups))
+            .flatten()
+    }
+
     /// The direct convolution's FLOP (`2 · C_out · C_in/groups · kH · kW · OH · OW`).
     fn flop(&self) -> u64 {
         let [c_out, cg, kh, kw] = self.shape();
@@ -104,6 +119,32 @@ impl Layer {
             })
         });
     }
+
+    /// Times the layer on each packing it has, as `usual/name` (the usual
+    /// path's, [`Layer::packed`]) and `transposed/name`.
+    fn bench_packed(&self, group: &mut BenchmarkGroup<WallTime>, name: &str, usual: &str) {
+        for (path, packed) in [(usual, self.packed()), ("transposed", self.transposed())] {
+            if let Some(packed) = &packed {
+                self.bench(group, BenchmarkId::new(path, name), Some(packed));
+            }
+        }
+    }
+}
+
+/// A benchmark group of `samples` samples measured for `time` each, after a
+/// 300 ms warm-up.
+fn group<'c>(
+    c: &'c mut Criterion,
+    name: &str,
+    samples: usize,
+    time: Duration,
+) -> BenchmarkGroup<'c, WallTime> {
+    let mut group = c.benchmark_group(name);
+    group
+        .sample_size(samples)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(time);
+    group
 }
 
 /// A `k × k` window at `stride` with pads `k / 2` on an `hw²` map.
@@ -119,11 +160,7 @@ fn window(k: usize, stride: usize, hw: usize) -> Window {
 }
 
 fn conv3x3(c: &mut Criterion) {
-    let mut group = c.benchmark_group("conv3x3");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(2));
+    let mut group = group(c, "conv3x3", 10, Duration::from_secs(2));
     for (c_in, c_out, hw) in [
         (64, 64, 56),
         (128, 128, 28),
@@ -142,18 +179,9 @@ fn conv3x3(c: &mut Criterion) {
         (16, 64, 55),
     ] {
         let layer = Layer::new(c_in, c_out, hw, 1, window(3, 1, hw));
-        let (w, shape) = (&layer.w, layer.shape());
-        let packed = PackedConvWeights::pack(w, shape, 1, [1, 1], [1, 1]);
-        let transposed = takes_transposed(c_out, &layer.win)
-            .then(|| PackedConvWeights::pack_transposed(w, shape, 1))
-            .flatten();
         let name = format!("{c_in}x{c_out}x{hw}");
         layer.bench(&mut group, BenchmarkId::new("direct", &name), None);
-        for (path, packed) in [("winograd", &packed), ("transposed", &transposed)] {
-            if let Some(packed) = packed {
-                layer.bench(&mut group, BenchmarkId::new(path, &name), Some(packed));
-            }
-        }
+        layer.bench_packed(&mut group, &name, "winograd");
     }
     group.finish();
 }
@@ -161,11 +189,7 @@ fn conv3x3(c: &mut Criterion) {
 /// 1×1 convolutions (one image) on packed weights: the GEMM path, at ResNet-50's
 /// and SqueezeNet's layer shapes (`c_in → c_out at hw²`).
 fn conv1x1(c: &mut Criterion) {
-    let mut group = c.benchmark_group("conv1x1");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(2));
+    let mut group = group(c, "conv1x1", 10, Duration::from_secs(2));
     for (c_in, c_out, hw) in [
         (64, 256, 56),
         (256, 64, 56),
@@ -182,18 +206,7 @@ fn conv1x1(c: &mut Criterion) {
         (512, 1000, 13),
     ] {
         let layer = Layer::new(c_in, c_out, hw, 1, window(1, 1, hw));
-        let (w, shape) = (&layer.w, layer.shape());
-        let name = format!("{c_in}x{c_out}x{hw}");
-        for path in ["gemm", "transposed"] {
-            let packed = match path {
-                "gemm" => PackedConvWeights::pack(w, shape, 1, [1, 1], [1, 1]),
-                _ if takes_transposed(c_out, &layer.win) => {
-                    PackedConvWeights::pack_transposed(w, shape, 1)
-                }
-                _ => continue,
-            };
-            layer.bench(&mut group, BenchmarkId::new(path, &name), packed.as_ref());
-        }
+        layer.bench_packed(&mut group, &format!("{c_in}x{c_out}x{hw}"), "gemm");
     }
     group.finish();
 }
@@ -205,11 +218,7 @@ fn conv1x1(c: &mut Criterion) {
 /// [`takes_transposed`]). Named `CinxCoutxHW` by the input map; throughput is
 /// the convolution's FLOP.
 fn strided(c: &mut Criterion) {
-    let mut group = c.benchmark_group("strided");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(2));
+    let mut group = group(c, "strided", 10, Duration::from_secs(2));
     for (c_in, c_out, hw, k) in [
         (3, 64, 224, 7),
         (128, 128, 56, 3),
@@ -220,20 +229,11 @@ fn strided(c: &mut Criterion) {
         (1024, 2048, 14, 1),
     ] {
         let layer = Layer::new(c_in, c_out, hw, 1, window(k, 2, hw));
-        let (w, shape) = (&layer.w, layer.shape());
         let name = format!("{c_in}x{c_out}x{hw}k{k}");
-        let gemm = PackedConvWeights::pack(w, shape, 1, [2, 2], [1, 1]);
-        let transposed = takes_transposed(c_out, &layer.win)
-            .then(|| PackedConvWeights::pack_transposed(w, shape, 1))
-            .flatten();
         if k > 1 {
             layer.bench(&mut group, BenchmarkId::new("direct", &name), None);
         }
-        for (path, packed) in [("gemm", &gemm), ("transposed", &transposed)] {
-            if let Some(packed) = packed {
-                layer.bench(&mut group, BenchmarkId::new(path, &name), Some(packed));
-            }
-        }
+        layer.bench_packed(&mut group, &name, "gemm");
     }
     group.finish();
 }
@@ -242,11 +242,7 @@ fn strided(c: &mut Criterion) {
 /// ShuffleNet's layer shapes: 112 channels at 56² stride 2, 136 at 28², 272 at
 /// 14², 544 at 7² (stride 1). Throughput is the convolution's FLOP.
 fn depthwise(c: &mut Criterion) {
-    let mut group = c.benchmark_group("depthwise");
-    group
-        .sample_size(20)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(1));
+    let mut group = group(c, "depthwise", 20, Duration::from_secs(1));
     for (ch, hw, stride) in [(112, 56, 2), (136, 28, 1), (272, 14, 1), (544, 7, 1)] {
         let layer = Layer::new(ch, ch, hw, ch, window(3, stride, hw));
         let id = BenchmarkId::from_parameter(format!("{ch}x{hw}s{stride}"));
@@ -260,11 +256,7 @@ fn depthwise(c: &mut Criterion) {
 /// (112² → 56²), and 2×2 stride 2 (VGG-19's 224² → 112²). Throughput counts
 /// output elements.
 fn max_pool(c: &mut Criterion) {
-    let mut group = c.benchmark_group("max_pool");
-    group
-        .sample_size(20)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(1));
+    let mut group = group(c, "max_pool", 20, Duration::from_secs(1));
     for (ch, hw, k, pad) in [
         (64, 111, 3, 0),
         (128, 55, 3, 0),

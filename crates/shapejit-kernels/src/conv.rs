@@ -139,12 +139,13 @@ fn usual_scratch_len(
     win: &Window,
     input: [usize; 2],
 ) -> usize {
-    let k = c_in_per_group
-        .saturating_mul(win.kernel[0])
-        .saturating_mul(win.kernel[1]);
+    let per_channel = win.kernel[0].saturating_mul(win.kernel[1]);
     if !takes_gemm(c_out_per_group, win.kernel) {
-        let direct =
-            direct::Planes::new(win, input).conv_scratch_len(c_in_per_group, c_out_per_group, k);
+        let direct = direct::Planes::new(win, input).conv_scratch_len(
+            c_in_per_group,
+            c_out_per_group,
+            per_channel,
+        );
         if !takes_winograd(c_in_per_group, win) {
             return direct;
         }
@@ -152,7 +153,10 @@ fn usual_scratch_len(
         let tiles = winograd::Tiles::new(win, input, c_in_per_group, c_out_per_group);
         return direct.max(tiles.scratch_len(c_in_per_group));
     }
-    let p = win.out[0].saturating_mul(win.out[1]);
+    let (k, p) = (
+        c_in_per_group.saturating_mul(per_channel),
+        win.out[0].saturating_mul(win.out[1]),
+    );
     // the patch matrix, packed, and the padded input it is unrolled from
     PackedRef::len_for(k, p).saturating_add(padded_len(c_in_per_group, win, input))
 }
@@ -446,7 +450,7 @@ pub fn conv2d(
         }
         let winograd = packed.filter(|p| takes_winograd(cg, win) && p.weights.is_winograd());
         let tiles = winograd.map(|_| winograd::Tiles::new(win, [h, wd], cg, mg));
-        let split = planes.scratch_len(cg, planes.sum_planes(cg, mg, kh * kw));
+        let split = planes.conv_work_len(cg, mg, kh * kw);
         // tap offsets once per call where no Winograd group reuses the scratch
         let mut offsets_ready = false;
         for (idx, group_out) in out.chunks_exact_mut(mg * p).enumerate() {

@@ -128,13 +128,17 @@ impl Planes {
             .saturating_add(self.n_q.saturating_mul(outputs))
     }
 
-    /// Scratch floats [`conv_group`] needs for `cg` channels, up to `m` output
-    /// channels and `taps` taps (`cg · kH · kW`): the planes and
-    /// [`Planes::sum_planes`] output planes, then the tap offsets.
-    pub(super) fn conv_scratch_len(&self, cg: usize, m: usize, taps: usize) -> usize {
-        let per_channel = taps.checked_div(cg).unwrap_or(0);
+    /// Scratch floats [`conv_group`] needs for `cg` channels (`per_channel` taps
+    /// each) into up to `m` output channels: the planes and
+    /// [`Planes::sum_planes`] output planes.
+    pub(super) fn conv_work_len(&self, cg: usize, m: usize, per_channel: usize) -> usize {
         self.scratch_len(cg, self.sum_planes(cg, m, per_channel))
-            .saturating_add(taps)
+    }
+
+    /// [`Planes::conv_work_len`], then the tap offsets (one per tap).
+    pub(super) fn conv_scratch_len(&self, cg: usize, m: usize, per_channel: usize) -> usize {
+        self.conv_work_len(cg, m, per_channel)
+            .saturating_add(cg.saturating_mul(per_channel))
     }
 
     /// Output planes of `n_q` sums a convolution of `cg` channels (`per_channel`
@@ -344,8 +348,7 @@ pub(super) struct Channels<'a> {
 
 /// Computes the output planes `out` (`M` planes of `OH·OW` floats) of the
 /// channels `ch`, all reading the group at `base`; `scratch` holds
-/// [`Planes::conv_scratch_len`] floats (less the offsets), `offsets` the
-/// group's [`tap_offsets`].
+/// [`Planes::conv_work_len`] floats, `offsets` the group's [`tap_offsets`].
 pub(super) fn conv_group(
     out: &mut [f32],
     g: &ConvGeom,
@@ -484,8 +487,9 @@ fn sums_with<S: Simd>(
     let wide = S::LANES >= 16;
     let block = if wide { CHANNEL_BLOCK } else { 6 };
     let pass = pl.channel_pass(cg, m, per_channel);
-    // the flat walk's sums: every channel's while passes reload them
-    let kept = pl.sum_planes(cg, m, per_channel) >= m;
+    // the flat walk's sums of every channel, kept while passes reload them
+    // (as `Planes::sum_planes` sizes them)
+    let kept = pl.walk == Walk::Flat && pass < cg;
     // every load, `offset + q + lanes` with `q + lanes ≤ walk.end`, lies in the planes
     assert!(
         cg * per_channel == k
@@ -527,7 +531,7 @@ fn sums_with<S: Simd>(
             }
         }
     }
-    if kept && pl.walk == Walk::Flat {
+    if kept {
         copy_sums(s, out, &sums[..m * pl.n_q], pl, &walk);
     }
 }

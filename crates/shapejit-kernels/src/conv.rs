@@ -3,11 +3,13 @@
 //!
 //! conv2d ([`takes_gemm`] chooses): 3×3 windows at stride 1 whose weights are
 //! packed for it run on Winograd F(2×2, 3×3) (`winograd`, [`takes_winograd`]);
-//! other k×k windows, and groups of fewer than [`GEMM_MIN_CHANNELS`] output
-//! channels, run on the direct path (`direct`): the group's input rearranged
-//! into phase planes of the padded input, eight output channels at a time (six
-//! below AVX-512) summed over every tap, bias and activation applied in
-//! registers. 1×1 windows run as a GEMM: the input (packed as it is
+//! depthwise convolutions (one input and one output channel per group) run on
+//! their own path (`depthwise`: every channel in one pass, each on the direct
+//! path's phase planes); other k×k windows, and groups of fewer than
+//! [`GEMM_MIN_CHANNELS`] output channels, run on the direct path (`direct`):
+//! the group's input rearranged into phase planes of the padded input, eight
+//! output channels at a time (six below AVX-512) summed over every tap, bias
+//! and activation applied in registers. 1×1 windows run as a GEMM: the input (packed as it is
 //! at stride 1 without padding, else its patches unrolled straight into the
 //! packed panels of a `[C_in/groups, OH · OW]` matrix in caller-provided
 //! scratch) times the group's weights (packed once ahead when they are
@@ -35,6 +37,7 @@ use crate::packed::{
 use crate::simd::vector::{Scalar, Simd};
 use crate::view::{StridedShape, View, ViewMut};
 
+mod depthwise;
 mod direct;
 mod pool;
 mod transposed;
@@ -140,6 +143,9 @@ fn usual_scratch_len(
     input: [usize; 2],
 ) -> usize {
     let per_channel = win.kernel[0].saturating_mul(win.kernel[1]);
+    if depthwise::applies(c_in_per_group, c_out_per_group) {
+        return depthwise::scratch_len(&direct::Planes::new(win, input), per_channel);
+    }
     if !takes_gemm(c_out_per_group, win.kernel) {
         let direct = direct::Planes::new(win, input).conv_scratch_len(
             c_in_per_group,
@@ -448,6 +454,15 @@ pub fn conv2d(
                 "conv scratch of {need} elements: the direct path addresses at most 2^32"
             )));
         }
+        if depthwise::applies(cg, mg) {
+            let channels = depthwise::Channels {
+                w,
+                bias,
+                activation,
+            };
+            depthwise::conv(out, &g, &planes, col, &channels, groups);
+            return Ok(());
+        }
         let winograd = packed.filter(|p| takes_winograd(cg, win) && p.weights.is_winograd());
         let tiles = winograd.map(|_| winograd::Tiles::new(win, [h, wd], cg, mg));
         let split = planes.conv_work_len(cg, mg, kh * kw);
@@ -715,6 +730,77 @@ pub(super) fn copy_run<S: Simd>(s: S, dst: &mut [f32], src: &[f32]) {
     if t < n {
         // SAFETY: n − t < LANES elements from t lie in both slices.
         unsafe { s.store_tail(d.add(t), n - t, s.load_tail(from.add(t), n - t)) };
+    }
+}
+
+/// `dst[..n] = src[..n]` a vector at a time, the last, partial vector stored
+/// whole (its lanes past `n` from `src` where it holds them, else 0): for runs
+/// written in order, each overrun covered by the next run, where a masked
+/// store per short run would cost more than the run (masked stores are slow on
+/// AMD cores). `dst` holds at least `n` rounded up to the lanes.
+#[inline(always)]
+pub(super) fn copy_over<S: Simd>(s: S, dst: &mut [f32], src: &[f32], n: usize) {
+    assert!(dst.len() >= n.next_multiple_of(S::LANES) && src.len() >= n);
+    let (d, from) = (dst.as_mut_ptr(), src.as_ptr());
+    let mut t = 0;
+    while t + S::LANES <= n {
+        // SAFETY: t + LANES ≤ n, within both slices.
+        unsafe { s.store(d.add(t), s.load(from.add(t))) };
+        t += S::LANES;
+    }
+    if t < n {
+        // SAFETY: `dst` holds n rounded up to the lanes; the load reads inside
+        // `src` (whole where it holds the vector, else its n − t floats).
+        unsafe {
+            let v = match src.len() >= t + S::LANES {
+                true => s.load(from.add(t)),
+                false => s.load_tail(from.add(t), n - t),
+            };
+            s.store(d.add(t), v)
+        };
+    }
+}
+
+/// `dst[..n] = value` as [`copy_over`] writes: whole vectors, the last one
+/// past `n` (`dst` holds `n` rounded up to the lanes). The first vector is
+/// stored ahead of the loop, so the short runs of padding never reach a
+/// `memset` call (which the loop alone compiles to).
+#[inline(always)]
+pub(super) fn fill_over<S: Simd>(s: S, dst: &mut [f32], n: usize, value: f32) {
+    assert!(dst.len() >= n.next_multiple_of(S::LANES));
+    if n == 0 {
+        return;
+    }
+    let (d, v) = (dst.as_mut_ptr(), s.splat(value));
+    // SAFETY: dst holds n ≥ 1 rounded up to the lanes, so the first vector.
+    unsafe { s.store(d, v) };
+    let mut t = S::LANES;
+    while t < n {
+        // SAFETY: t < n, so t + LANES ≤ n rounded up to the lanes.
+        unsafe { s.store(d.add(t), v) };
+        t += S::LANES;
+    }
+}
+
+/// Copies `rows` runs of `width` floats, each `src_step` apart in `src`, into
+/// consecutive runs of `dst`, in order: [`copy_over`] while `dst` has room
+/// past the run (the next run, or what the caller writes after, covers the
+/// overrun), exactly where it has not.
+#[inline(always)]
+pub(super) fn copy_rows<S: Simd>(
+    s: S,
+    dst: &mut [f32],
+    src: &[f32],
+    [rows, width]: [usize; 2],
+    src_step: usize,
+) {
+    for r in 0..rows {
+        let (to, from) = (&mut dst[r * width..], &src[r * src_step..]);
+        if to.len() >= width.next_multiple_of(S::LANES) {
+            copy_over(s, to, from, width);
+        } else {
+            copy_run(s, &mut to[..width], &from[..width]);
+        }
     }
 }
 

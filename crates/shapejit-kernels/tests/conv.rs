@@ -654,9 +654,85 @@ fn direct_at_many_sizes() {
 /// order from the bias, padded cells read as 0 (separately rounded products
 /// at `scalar`) — bit for bit, and within the naive loop's tolerance with the
 /// fused activations (`check_conv`).
+/// `case`'s output as the direct and depthwise paths document their
+/// arithmetic: per output, from the bias, one `fma(w, x, acc)` per tap in
+/// `(c, i, j)` order (separately rounded products at `scalar`), padded taps
+/// read as 0.
+fn tap_chain(case: &Case, x: &[f32], wt: &[f32], b: &[f32]) -> Vec<f32> {
+    let fused = shapejit_kernels::cpu::level() != shapejit_kernels::Level::Scalar;
+    let win = case.window();
+    let ([h, w], [oh, ow], [kh, kw]) = (case.hw, win.out, case.kernel);
+    let (cg, mg) = (case.c_in / case.groups, case.c_out / case.groups);
+    let mut out = Vec::with_capacity(case.n * case.c_out * oh * ow);
+    for (img, m) in (0..case.n).flat_map(|i| (0..case.c_out).map(move |m| (i, m))) {
+        for (oy, ox) in (0..oh).flat_map(|oy| (0..ow).map(move |ox| (oy, ox))) {
+            let mut acc = if case.bias { b[m] } else { 0.0 };
+            for c in 0..cg {
+                let plane = (img * case.c_in + m / mg * cg + c) * h * w;
+                for (i, j) in (0..kh).flat_map(|i| (0..kw).map(move |j| (i, j))) {
+                    let at = |d: usize, o: usize, k: usize| {
+                        (o * win.strides[d] + k * win.dilations[d]) as isize - win.pads[d] as isize
+                    };
+                    let (iy, ix) = (at(0, oy, i), at(1, ox, j));
+                    let inside = (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix);
+                    let xv = match inside {
+                        true => x[plane + iy as usize * w + ix as usize],
+                        false => 0.0,
+                    };
+                    let wv = wt[((m * cg + c) * kh + i) * kw + j];
+                    acc = if fused {
+                        wv.mul_add(xv, acc)
+                    } else {
+                        acc + wv * xv
+                    };
+                }
+            }
+            out.push(acc);
+        }
+    }
+    out
+}
+
+/// `case` run by `conv2d` (inputs from the seeds, output first NaN) and its
+/// [`tap_chain`], bit for bit.
+fn check_tap_chain(case: &Case, seed: u32) {
+    let win = case.window();
+    let ([h, w], [oh, ow], [kh, kw]) = (case.hw, win.out, case.kernel);
+    let (cg, mg) = (case.c_in / case.groups, case.c_out / case.groups);
+    let x = data(case.n * case.c_in * h * w, seed);
+    let wt = data(case.c_out * cg * kh * kw, seed + 1);
+    let b = data(case.c_out, seed + 2);
+    let params = ConvParams {
+        w: &wt,
+        bias: case.bias.then_some(&b[..]),
+        groups: case.groups,
+        activation: None,
+        packed: None,
+    };
+    let xv = View::contiguous(&x, &[case.n, case.c_in, h, w]).unwrap();
+    let mut col = vec![0f32; conv2d_scratch_len(cg, mg, &win, case.hw)];
+    let mut out = vec![f32::NAN; case.n * case.c_out * oh * ow];
+    conv2d(&mut out, &xv, &params, &win, &mut col).unwrap();
+    let want = tap_chain(case, &x, &wt, &b);
+    for (at, (got, want)) in out.iter().zip(&want).enumerate() {
+        assert!(
+            got.to_bits() == want.to_bits(),
+            "{}->{} g{} {:?} k{:?} s{:?} p{:?} d{:?}: output {at} = {got}, want {want}",
+            case.c_in,
+            case.c_out,
+            case.groups,
+            case.hw,
+            case.kernel,
+            case.strides,
+            case.pads,
+            case.dilations
+        );
+    }
+}
+
+/// The direct path's channel passes (planes past L2) sum the same chain.
 #[test]
 fn direct_passes_are_bit_exact() {
-    let fused = shapejit_kernels::cpu::level() != shapejit_kernels::Level::Scalar;
     for (c_in, c_out, hw, strides) in [
         (40, 7, [56, 56], [1, 1]),
         (150, 13, [28, 28], [2, 2]),
@@ -675,50 +751,50 @@ fn direct_passes_are_bit_exact() {
             bias: true,
         };
         check_conv(&case);
-        let win = case.window();
-        let ([h, w], [oh, ow]) = (hw, win.out);
-        let x = data(c_in * h * w, 41);
-        let wt = data(c_out * c_in * 9, 42);
-        let b = data(c_out, 43);
-        let params = ConvParams {
-            w: &wt,
-            bias: Some(&b),
-            groups: 1,
-            activation: None,
-            packed: None,
-        };
-        let xv = View::contiguous(&x, &[1, c_in, h, w]).unwrap();
-        let mut col = vec![0f32; conv2d_scratch_len(c_in, c_out, &win, hw)];
-        let mut out = vec![f32::NAN; c_out * oh * ow];
-        conv2d(&mut out, &xv, &params, &win, &mut col).unwrap();
-        for m in 0..c_out {
-            for (oy, ox) in (0..oh).flat_map(|oy| (0..ow).map(move |ox| (oy, ox))) {
-                let mut acc = b[m];
-                for c in 0..c_in {
-                    for (i, j) in (0..3).flat_map(|i| (0..3).map(move |j| (i, j))) {
-                        let iy = (oy * strides[0] + i) as isize - 1;
-                        let ix = (ox * strides[1] + j) as isize - 1;
-                        let inside = (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix);
-                        let xv = match inside {
-                            true => x[(c * h + iy as usize) * w + ix as usize],
-                            false => 0.0,
-                        };
-                        let wv = wt[(m * c_in + c) * 9 + i * 3 + j];
-                        acc = if fused {
-                            wv.mul_add(xv, acc)
-                        } else {
-                            acc + wv * xv
-                        };
-                    }
-                }
-                let got = out[(m * oh + oy) * ow + ox];
-                assert!(
-                    got.to_bits() == acc.to_bits(),
-                    "{c_in}->{c_out} {hw:?} s{strides:?}: [{m},{oy},{ox}] = {got}, want {acc}"
-                );
+        check_tap_chain(&case, 41);
+    }
+}
+
+/// Depthwise convolutions (one input and one output channel per group, their
+/// own path) at every width from 1 to 33 (each vector tail of the fill, the
+/// flat walk and the copy-out, odd widths split by stride 2), both strides,
+/// pads of 0 to 2, dilation 2, 1×1 to 5×5 windows, two images: the same
+/// chain bit for bit, and the naive f64 loop with activations (`check_conv`).
+#[test]
+fn depthwise_is_bit_exact() {
+    let mut checked = 0;
+    for wd in 1..=33 {
+        for (kernel, strides, pads, dilations) in [
+            ([3, 3], [1, 1], [1; 4], [1, 1]),
+            ([3, 3], [2, 2], [1; 4], [1, 1]),
+            ([3, 3], [2, 2], [0, 1, 2, 0], [1, 1]),
+            ([5, 5], [1, 2], [2; 4], [1, 1]),
+            ([3, 3], [1, 1], [2; 4], [2, 2]),
+            ([1, 1], [1, 1], [0; 4], [1, 1]),
+        ] {
+            let hw = [5 + wd % 4, wd];
+            let padded = |d: usize| hw[d] + pads[d] + pads[d + 2];
+            if (0..2).any(|d| padded(d) < (kernel[d] - 1) * dilations[d] + 1) {
+                continue;
             }
+            let case = Case {
+                n: 2,
+                c_in: 5,
+                c_out: 5,
+                hw,
+                kernel,
+                strides,
+                pads,
+                dilations,
+                groups: 5,
+                bias: wd % 2 == 0,
+            };
+            check_tap_chain(&case, 7 + wd as u32);
+            check_conv(&case);
+            checked += 1;
         }
     }
+    assert!(checked > 150, "{checked} cases");
 }
 
 #[test]

@@ -1,10 +1,12 @@
 //! The direct convolution path (every k×k window, and groups of few output
-//! channels, depthwise above all, where a GEMM tile would mostly multiply
-//! padding), and pooling on the same phase planes where the row path
-//! (`pool`) does not apply.
+//! channels, where a GEMM tile would mostly multiply padding), the phase
+//! planes the depthwise path (`depthwise`) runs on too, and pooling on them
+//! where the row path (`pool`) does not apply.
 //!
 //! Per image and group, the group's input channels are first rearranged into
-//! *phase planes* of the zero-padded input: for strides `sH × sW`, plane
+//! *phase planes* of the zero-padded input (each float written once, rows in
+//! order with whole-vector stores whose overrun the next write covers — masked
+//! stores are slow on AMD cores): for strides `sH × sW`, plane
 //! `(c, rH, rW)` holds `xpad[c, y·sH + rH, x·sW + rW]` at `y·Wq + x`, with
 //! `Wq = ⌈Wpad / sW⌉`. Kernel tap `(i, j)` of output `(oy, ox)` then reads plane
 //! `(c, i·dH mod sH, j·dW mod sW)` at `q + ⌊i·dH/sH⌋·Wq + ⌊j·dW/sW⌋`, with
@@ -34,7 +36,7 @@
 //! path, whatever the walk, the block of channels it is computed in, or the
 //! range of channels of the call.
 
-use super::{ConvGeom, Window, copy_run, gather_run};
+use super::{ConvGeom, Window, copy_over, copy_rows, fill_over, fill_run, gather_run};
 use crate::cpu::{self, Level};
 use crate::packed::Activation;
 use crate::simd::vector::{Scalar, Simd};
@@ -81,7 +83,8 @@ pub(super) struct Planes {
     out: [usize; 2],
     /// how a convolution walks the output
     walk: Walk,
-    /// floats per plane: the data and the furthest reach of the last vector
+    /// floats per plane: the data and its slack (at least twice
+    /// [`MAX_LANES`]), and the furthest reach of the last vector
     len: usize,
 }
 
@@ -116,7 +119,9 @@ impl Planes {
             n_q,
             out: win.out,
             walk,
-            len: (rows * cols).max(n_q.max(rows_end) + reach),
+            // (and slack past the last row, which the last row's whole-vector
+            // writes may reach, see `fill_planes`)
+            len: (rows * cols + 2 * MAX_LANES).max(n_q.max(rows_end) + reach),
         }
     }
 
@@ -169,6 +174,12 @@ impl Planes {
         }
     }
 
+    /// Output positions the flat walk computes per plane (`OH · Wq` rounded up
+    /// to [`MAX_LANES`]).
+    pub(super) fn n_q(&self) -> usize {
+        self.n_q
+    }
+
     /// Floats per plane row (`Wq`).
     pub(super) fn cols(&self) -> usize {
         self.cols
@@ -215,9 +226,12 @@ pub(super) fn fill_at_level(
 }
 
 /// Writes the phase planes of the group at `base` (its first channel's offset
-/// in `g.data`) into `planes[..cg · sH · sW · len]`, `pad` in the padding.
+/// in `g.data`) into `planes[..cg · sH · sW · len]`, `pad` in the padding:
+/// every float written once (the padding around each row's copied columns,
+/// the padded rows and the planes' slack past the last row filled, not the
+/// whole plane first).
 #[inline(always)]
-fn fill_planes<S: Simd>(
+pub(super) fn fill_planes<S: Simd>(
     s: S,
     planes: &mut [f32],
     pl: &Planes,
@@ -229,6 +243,7 @@ fn fill_planes<S: Simd>(
     let [h, wd] = g.size;
     let [sh, sw] = pl.strides;
     let (pt, pleft) = (win.pads[0] as isize, win.pads[1] as isize);
+    let grid = pl.rows * pl.cols;
     for c in 0..g.cg {
         for rh in 0..sh {
             if sw == 2 && g.xs[3] == 1 {
@@ -238,28 +253,33 @@ fn fill_planes<S: Simd>(
             for rw in 0..sw {
                 let start = pl.plane(c, rh, rw);
                 let plane = &mut planes[start..start + pl.len];
-                plane.fill(pad);
                 // columns x' of this phase whose input column x'·sW + rW − padL is inside
                 let first = (pleft - rw as isize).max(0) as usize;
-                let lo = first.div_ceil(sw);
+                let lo = first.div_ceil(sw).min(pl.cols);
                 let hi = (wd as isize + pleft - rw as isize).max(0) as usize;
-                let hi = hi.div_ceil(sw).min(pl.cols);
-                if lo >= hi {
-                    continue;
-                }
+                let hi = hi.div_ceil(sw).clamp(lo, pl.cols);
                 for y in 0..pl.rows {
+                    let row = &mut plane[y * pl.cols..];
                     let iy = (y * sh + rh) as isize - pt;
-                    if iy < 0 || iy >= h as isize {
+                    if iy < 0 || iy >= h as isize || lo == hi {
+                        fill_over(s, row, pl.cols, pad);
                         continue;
                     }
                     let line = base + c as isize * g.xs[1] + iy * g.xs[2];
                     let ix0 = (lo * sw + rw) as isize - pleft;
-                    let dst = &mut plane[y * pl.cols + lo..y * pl.cols + hi];
                     let step = sw as isize * g.xs[3];
                     let at = line + ix0 * g.xs[3];
+                    // head, body and tail in order, each whole-vector overrun
+                    // overwritten by the next (the last row's by the slack)
+                    fill_over(s, row, lo, pad);
                     if step == 1 {
-                        copy_run(s, dst, &g.data[at as usize..at as usize + dst.len()]);
-                    } else if step > 1 {
+                        copy_over(s, &mut row[lo..], &g.data[at as usize..], hi - lo);
+                        fill_over(s, &mut row[hi..], pl.cols - hi, pad);
+                        continue;
+                    }
+                    fill_over(s, &mut row[hi..], pl.cols - hi, pad);
+                    let dst = &mut row[lo..hi];
+                    if step > 1 {
                         let step = step as usize;
                         gather_run(
                             dst,
@@ -272,6 +292,7 @@ fn fill_planes<S: Simd>(
                         }
                     }
                 }
+                fill_run(s, &mut plane[grid..], pad);
             }
         }
     }
@@ -279,7 +300,8 @@ fn fill_planes<S: Simd>(
 
 /// [`fill_planes`] for column stride 2 over unit-stride input rows: both column
 /// phases of channel `c`, row phase `rh`, from one pass over each input row (two
-/// vectors loaded, split into even and odd columns, one store into each plane).
+/// vectors loaded, split into even and odd columns, one store into each plane),
+/// every float written once.
 #[inline(always)]
 fn split_rows<S: Simd>(
     s: S,
@@ -292,47 +314,98 @@ fn split_rows<S: Simd>(
 ) {
     let [h, wd] = g.size;
     let (pt, pleft) = (g.win.pads[0] as isize, g.win.pads[1]);
-    let starts = [pl.plane(c, rh, 0), pl.plane(c, rh, 1)];
-    for &start in &starts {
-        planes[start..start + pl.len].fill(pad);
-    }
+    let (cols, grid) = (pl.cols, pl.rows * pl.cols);
     // input column `x` lands in phase `(x + padL) mod 2` at `(x + padL) / 2`:
     // the even columns in one plane from `even_at`, the odd ones in the other
-    let [even_plane, odd_plane] = [starts[pleft % 2], starts[(pleft + 1) % 2]];
+    let [even_plane, odd_plane] = [pl.plane(c, rh, pleft % 2), pl.plane(c, rh, (pleft + 1) % 2)];
     let (even_at, odd_at) = (pleft / 2, pleft.div_ceil(2));
     let pairs = wd / 2;
+    // the columns each row of the even and the odd plane holds
+    let spans = [
+        (even_plane, even_at, even_at + wd.div_ceil(2)),
+        (odd_plane, odd_at, odd_at + pairs),
+    ];
     // Invariant: the planes hold the padded input, so every column lands inside
     // its plane's row.
-    assert!(odd_at + pairs <= pl.cols && even_at + wd.div_ceil(2) <= pl.cols);
+    assert!(spans.iter().all(|&(_, _, end)| end <= cols));
+    // every row's whole-vector stores (up to `reach` from its first column)
+    // stay in the plane: the last row's run into the slack
+    let reach = wd.div_ceil(2).next_multiple_of(S::LANES);
+    assert!(
+        spans
+            .iter()
+            .all(|&(_, at, _)| (pl.rows.max(1) - 1) * cols + at + reach <= pl.len)
+    );
     for y in 0..pl.rows {
         let iy = (y * pl.strides[0] + rh) as isize - pt;
         if iy < 0 || iy >= h as isize {
+            for &(start, _, _) in &spans {
+                fill_over(s, &mut planes[start + y * cols..start + pl.len], cols, pad);
+            }
             continue;
         }
+        // each plane's row in order: head, body, tail, each whole-vector
+        // overrun overwritten by the next write (the next row's, the slack)
+        for &(start, lo, _) in &spans {
+            fill_over(s, &mut planes[start + y * cols..start + pl.len], lo, pad);
+        }
         let line = (base + c as isize * g.xs[1] + iy * g.xs[2]) as usize;
-        let src = &g.data[line..line + wd];
-        let ev = even_plane + y * pl.cols + even_at;
-        let od = odd_plane + y * pl.cols + odd_at;
+        let src = &g.data[line..];
+        let ev = even_plane + y * cols + even_at;
+        let od = odd_plane + y * cols + odd_at;
+        let (to_even, to_odd) = (
+            planes.as_mut_ptr().wrapping_add(ev),
+            planes.as_mut_ptr().wrapping_add(od),
+        );
         let mut i = 0;
-        while i + S::LANES <= pairs {
-            // SAFETY: columns 2i .. 2i + 2·LANES lie in `src` (i + LANES ≤ wd/2).
-            let (lo, hi) = unsafe {
+        while 2 * (i + S::LANES) <= wd {
+            // SAFETY: columns 2i .. 2i + 2·LANES lie in the row (in `src`); the
+            // stores end by i + LANES ≤ reach, inside the planes (asserted above).
+            unsafe {
                 let at = src.as_ptr().add(2 * i);
-                s.deinterleave(s.load(at), s.load(at.add(S::LANES)))
-            };
-            for (at, v) in [(ev + i, lo), (od + i, hi)] {
-                let dst = &mut planes[at..at + S::LANES];
-                // SAFETY: `dst` holds LANES floats.
-                unsafe { s.store(dst.as_mut_ptr(), v) };
+                let (even, odd) = s.deinterleave(s.load(at), s.load(at.add(S::LANES)));
+                s.store(to_even.add(i), even);
+                s.store(to_odd.add(i), odd);
             }
             i += S::LANES;
         }
-        for i in i..pairs {
-            planes[ev + i] = src[2 * i];
-            planes[od + i] = src[2 * i + 1];
+        if 2 * i < wd {
+            let rest = wd - 2 * i;
+            let (a, b) = (
+                load_part(s, src, 2 * i, rest),
+                load_part(s, src, 2 * i + S::LANES, rest.saturating_sub(S::LANES)),
+            );
+            let (even, odd) = s.deinterleave(a, b);
+            // SAFETY: i + LANES ≤ reach: inside the planes (asserted above).
+            unsafe {
+                s.store(to_even.add(i), even);
+                s.store(to_odd.add(i), odd);
+            }
         }
-        if wd % 2 == 1 {
-            planes[ev + pairs] = src[wd - 1];
+        for &(start, _, hi) in &spans {
+            let row = &mut planes[start + y * cols..start + pl.len];
+            fill_over(s, &mut row[hi..], cols - hi, pad);
+        }
+    }
+    for &(start, _, _) in &spans {
+        fill_run(s, &mut planes[start + grid..start + pl.len], pad);
+    }
+}
+
+/// The first `min(n, lanes)` floats of `src` from `t`, the other lanes read
+/// past them where `src` holds a whole vector there (a plain load), else 0.
+#[inline(always)]
+fn load_part<S: Simd>(s: S, src: &[f32], t: usize, n: usize) -> S::V {
+    if n == 0 {
+        return s.splat(0.0);
+    }
+    assert!(t + n.min(S::LANES) <= src.len());
+    // SAFETY: the lanes read lie in `src` (whole when it holds them, else the
+    // first n < LANES, asserted).
+    unsafe {
+        match src.len() >= t + S::LANES {
+            true => s.load(src.as_ptr().add(t)),
+            false => s.load_tail(src.as_ptr().add(t), n),
         }
     }
 }
@@ -543,14 +616,10 @@ fn copy_sums<S: Simd>(s: S, out: &mut [f32], sums: &[f32], pl: &Planes, walk: &W
     if pl.walk == Walk::Rows {
         return;
     }
-    let ow = walk.ow;
-    for (out, sums) in out
-        .chunks_exact_mut(walk.plane)
-        .zip(sums.chunks_exact(pl.n_q))
-    {
-        for (d, src) in out.chunks_exact_mut(ow).zip(sums.chunks(pl.cols)) {
-            copy_run(s, d, &src[..ow]);
-        }
+    let size = [pl.out[0], walk.ow];
+    for (r, sums) in sums.chunks_exact(pl.n_q).enumerate() {
+        // the later planes cover the overrun of each plane's copy
+        copy_rows(s, &mut out[r * walk.plane..], sums, size, pl.cols);
     }
 }
 

@@ -74,7 +74,9 @@ pub(super) fn conv(
             && offsets.len() == taps
             && ch.w.len() == groups * taps
             && ch.bias.is_none_or(|b| b.len() == groups)
-            && out.len().is_multiple_of((g.win.out[0] * g.win.out[1]).max(1))
+            && out
+                .len()
+                .is_multiple_of((g.win.out[0] * g.win.out[1]).max(1))
     );
     job.run_at_level(cpu::level(), out, work);
 }

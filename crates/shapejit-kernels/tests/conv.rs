@@ -910,15 +910,53 @@ fn pools_match_a_naive_loop() {
     }
 }
 
+/// Column stride 2 on the row path (its ring rows split into even and odd
+/// columns) at every width from 1 to 33: each vector tail of the split and of
+/// the output row, both parities of the left padding.
+#[test]
+fn stride_two_pools_at_every_width() {
+    for wd in 1..=33 {
+        for ceil in [false, true] {
+            pools_with(&STRIDE_TWO, [5, wd], ceil);
+        }
+    }
+}
+
+/// A pool's kernel, strides, pads and dilations.
+type PoolWindow = ([usize; 2], [usize; 2], [usize; 4], [usize; 2]);
+
+/// Stride-2 windows of the light CNNs (ResNet-50's padded 3×3, SqueezeNet's
+/// unpadded one) and a dilated one with uneven padding.
+const STRIDE_TWO: [PoolWindow; 3] = [
+    ([3, 3], [2, 2], [1; 4], [1, 1]),
+    ([3, 3], [2, 2], [0; 4], [1, 1]),
+    ([3, 3], [2, 2], [0, 1, 1, 2], [1, 2]),
+];
+
 fn pools_at(hw: [usize; 2], ceil: bool) {
-    for (kernel, strides, pads, dilations) in [
-        ([2, 2], [2, 2], [0; 4], [1, 1]),
-        // side-by-side windows that leave the last input column unread
-        ([3, 3], [3, 3], [0; 4], [1, 1]),
-        ([3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
-        ([3, 2], [2, 1], [1, 0, 2, 1], [1, 2]),
-        ([1, 1], [1, 1], [0; 4], [1, 1]),
-    ] {
+    pools_with(&STRIDE_TWO, hw, ceil);
+    pools_with(
+        &[
+            ([2, 2], [2, 2], [0; 4], [1, 1]),
+            // side-by-side windows that leave the last input column unread
+            ([3, 3], [3, 3], [0; 4], [1, 1]),
+            ([3, 3], [1, 1], [1, 1, 1, 1], [1, 1]),
+            ([3, 2], [2, 1], [1, 0, 2, 1], [1, 2]),
+            ([1, 1], [1, 1], [0; 4], [1, 1]),
+        ],
+        hw,
+        ceil,
+    );
+}
+
+/// Every pool over `hw` with each of `windows` (kernel, strides, pads,
+/// dilations) that fits, with and without a NaN.
+fn pools_with(windows: &[PoolWindow], hw: [usize; 2], ceil: bool) {
+    for &(kernel, strides, pads, dilations) in windows {
+        let padded = |d: usize| hw[d] + pads[d] + pads[d + 2];
+        if (0..2).any(|d| padded(d) < (kernel[d] - 1) * dilations[d] + 1) {
+            continue;
+        }
         let size = if ceil { ceil_out_size } else { out_size };
         let out = [0, 1].map(|d| {
             size(

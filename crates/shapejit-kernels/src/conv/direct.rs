@@ -328,14 +328,6 @@ fn split_rows<S: Simd>(
     // Invariant: the planes hold the padded input, so every column lands inside
     // its plane's row.
     assert!(spans.iter().all(|&(_, _, end)| end <= cols));
-    // every row's whole-vector stores (up to `reach` from its first column)
-    // stay in the plane: the last row's run into the slack
-    let reach = wd.div_ceil(2).next_multiple_of(S::LANES);
-    assert!(
-        spans
-            .iter()
-            .all(|&(_, at, _)| (pl.rows.max(1) - 1) * cols + at + reach <= pl.len)
-    );
     for y in 0..pl.rows {
         let iy = (y * pl.strides[0] + rh) as isize - pt;
         if iy < 0 || iy >= h as isize {
@@ -353,35 +345,13 @@ fn split_rows<S: Simd>(
         let src = &g.data[line..];
         let ev = even_plane + y * cols + even_at;
         let od = odd_plane + y * cols + odd_at;
-        let (to_even, to_odd) = (
-            planes.as_mut_ptr().wrapping_add(ev),
-            planes.as_mut_ptr().wrapping_add(od),
-        );
-        let mut i = 0;
-        while 2 * (i + S::LANES) <= wd {
-            // SAFETY: columns 2i .. 2i + 2·LANES lie in the row (in `src`); the
-            // stores end by i + LANES ≤ reach, inside the planes (asserted above).
-            unsafe {
-                let at = src.as_ptr().add(2 * i);
-                let (even, odd) = s.deinterleave(s.load(at), s.load(at.add(S::LANES)));
-                s.store(to_even.add(i), even);
-                s.store(to_odd.add(i), odd);
-            }
-            i += S::LANES;
-        }
-        if 2 * i < wd {
-            let rest = wd - 2 * i;
-            let (a, b) = (
-                load_part(s, src, 2 * i, rest),
-                load_part(s, src, 2 * i + S::LANES, rest.saturating_sub(S::LANES)),
-            );
-            let (even, odd) = s.deinterleave(a, b);
-            // SAFETY: i + LANES ≤ reach: inside the planes (asserted above).
-            unsafe {
-                s.store(to_even.add(i), even);
-                s.store(to_odd.add(i), odd);
-            }
-        }
+        // the even plane's row and the odd one's, each to the end of its plane
+        let (first, second) = planes.split_at_mut(ev.max(od));
+        let (even, odd) = match ev < od {
+            true => (&mut first[ev..], &mut second[..]),
+            false => (&mut second[..], &mut first[od..]),
+        };
+        split_run(s, src, wd, even, odd);
         for &(start, _, hi) in &spans {
             let row = &mut planes[start + y * cols..start + pl.len];
             fill_over(s, &mut row[hi..], cols - hi, pad);
@@ -389,6 +359,42 @@ fn split_rows<S: Simd>(
     }
     for &(start, _, _) in &spans {
         fill_run(s, &mut planes[start + grid..start + pl.len], pad);
+    }
+}
+
+/// Splits the first `wd` floats of `src` into its even columns, stored from
+/// `even[0]`, and its odd ones, from `odd[0]`, as whole vectors: each of `even`
+/// and `odd` takes `⌈wd/2⌉` rounded up to the lanes, the floats past its
+/// columns left for the caller to overwrite (input past the run, or 0).
+#[inline(always)]
+pub(super) fn split_run<S: Simd>(s: S, src: &[f32], wd: usize, even: &mut [f32], odd: &mut [f32]) {
+    let reach = wd.div_ceil(2).next_multiple_of(S::LANES);
+    assert!(src.len() >= wd && even.len() >= reach && odd.len() >= reach);
+    let (to_even, to_odd) = (even.as_mut_ptr(), odd.as_mut_ptr());
+    let mut i = 0;
+    while 2 * (i + S::LANES) <= wd {
+        // SAFETY: columns 2i .. 2i + 2·LANES lie in `src`; the stores end by
+        // i + LANES ≤ reach (asserted above).
+        unsafe {
+            let at = src.as_ptr().add(2 * i);
+            let (e, o) = s.deinterleave(s.load(at), s.load(at.add(S::LANES)));
+            s.store(to_even.add(i), e);
+            s.store(to_odd.add(i), o);
+        }
+        i += S::LANES;
+    }
+    if 2 * i < wd {
+        let rest = wd - 2 * i;
+        let (a, b) = (
+            load_part(s, src, 2 * i, rest),
+            load_part(s, src, 2 * i + S::LANES, rest.saturating_sub(S::LANES)),
+        );
+        let (e, o) = s.deinterleave(a, b);
+        // SAFETY: i + LANES ≤ reach (asserted above).
+        unsafe {
+            s.store(to_even.add(i), e);
+            s.store(to_odd.add(i), o);
+        }
     }
 }
 

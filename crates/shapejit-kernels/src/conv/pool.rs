@@ -12,8 +12,9 @@
 //!   every pool): each input row is copied once into a ring of padded rows
 //!   (`(kH − 1)·dH + 1` of them, the padding value around it, so a window
 //!   never needs an edge test), and the output row is folded straight from
-//!   them, [`CHUNK`] vectors of outputs at a time (independent chains); a
-//!   column stride of 2 splits two loaded vectors into even and odd columns.
+//!   them, up to [`CHUNK`] vectors of outputs at a time (independent chains);
+//!   at column stride 2 each ring row is split into its even and odd padded
+//!   columns as it is copied in, so every tap is one contiguous load.
 //! - **Halving** (2×2 at stride 2, unpadded): the input rows read in place
 //!   (`direct::pool_halving`).
 //! - **Planes** (any other stride or layout): the direct convolution's phase
@@ -25,14 +26,15 @@
 //! covers the furthest tap of the last chunk at the widest level).
 
 use super::direct::{self, MAX_LANES, Reduce, fold_tap};
-use super::{ConvGeom, Window, copy_run, dims4};
+use super::{ConvGeom, Window, copy_run, dims4, fill_over};
 use crate::cpu::{self, Level};
 use crate::error::KernelError;
 use crate::simd::vector::{Scalar, Simd};
 use crate::view::View;
 
-/// Output vectors folded together on the row path: independent chains.
-const CHUNK: usize = 4;
+/// The most output vectors folded together on the row path (independent
+/// chains; 8 accumulators and the fold's temporaries fit AVX2's 16 registers).
+const CHUNK: usize = 8;
 
 /// Which pooling reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,14 +161,19 @@ fn cell_counts(
     }
 }
 
-/// The row path's ring of padded input rows.
+/// The row path's ring of padded input rows: at column stride 2 each row
+/// split into its even and odd padded columns (two phase rows), so every tap
+/// of a vector of outputs is one contiguous load.
 #[derive(Clone, Copy, Debug)]
 struct Ring {
     /// rows held: a window's span of input rows
     rows: usize,
-    /// floats per row: the padded input row, or further where the last
-    /// output vector's furthest tap reaches (at [`MAX_LANES`])
-    width: usize,
+    /// column phases per row: the column stride (1 or 2)
+    phases: usize,
+    /// floats per phase row: its share of the padded input row and the
+    /// furthest tap of the last output vector (at [`MAX_LANES`]), then (at
+    /// stride 2) the reach of the split's whole-vector stores
+    half: usize,
 }
 
 impl Ring {
@@ -179,14 +186,38 @@ impl Ring {
         }
         let rows = (win.kernel[0] - 1) * win.dilations[0] + 1;
         let vectors = win.out[1].div_ceil(MAX_LANES);
-        // a stride-2 vector of outputs reads 2·lanes columns from its first tap
-        let reach = sw * vectors * MAX_LANES + (win.kernel[1] - 1) * win.dilations[1];
-        let width = reach.max(win.pads[1] + wd);
-        Some(Ring { rows, width })
+        let reach = vectors * MAX_LANES + (win.kernel[1] - 1) * win.dilations[1] / sw;
+        let data = (win.pads[1] + wd).div_ceil(sw);
+        let half = match sw {
+            1 => reach.max(data),
+            // the split stores whole vectors from the row's first column, and
+            // so does the padding written back after them
+            _ => reach.max(data + 2 * MAX_LANES + 1),
+        };
+        Some(Ring {
+            rows,
+            phases: sw,
+            half,
+        })
+    }
+
+    /// Floats per ring row (its phase rows).
+    fn width(&self) -> usize {
+        self.phases * self.half
     }
 
     fn len(&self) -> usize {
-        self.rows.saturating_mul(self.width)
+        self.rows.saturating_mul(self.width())
+    }
+
+    /// Where tap column `t` (`j·dW`) of output column 0 lies in a ring row.
+    #[inline(always)]
+    fn tap(&self, t: usize) -> usize {
+        // (the two strides spelled out: no division per tap)
+        match self.phases {
+            1 => t,
+            _ => t % 2 * self.half + t / 2,
+        }
     }
 }
 
@@ -257,87 +288,123 @@ fn pool_rows<S: Simd>(
     let ([sh, sw], [pt, pleft]) = (win.strides, [win.pads[0], win.pads[1]]);
     let lanes = S::LANES;
     let buf = &mut scratch[..ring.len()];
-    assert!(pleft + wd <= ring.width && out.len() == oh * ow);
+    assert!((pleft + wd).div_ceil(sw) <= ring.half && ring.phases == sw && out.len() == oh * ow);
     let vectors = ow.div_ceil(lanes);
-    // Invariant: the last vector's furthest read, `sw·(vectors·lanes − lanes) +
-    // (kW − 1)·dW + sw·lanes − 1`, lies inside a row (`Ring::new`).
-    assert!(sw * vectors * lanes + (kw - 1) * dw <= ring.width);
+    // Invariant: the last vector's furthest read, `vectors·lanes + ⌊(kW −
+    // 1)·dW / sW⌋`, lies inside a phase row (`Ring::new`).
+    assert!(vectors * lanes + (kw - 1) * dw / sw <= ring.half);
+    // at stride 2, input column x lands in phase (x + padL) mod 2 at (x + padL) / 2
+    let (even_at, odd_at) = (
+        pleft % 2 * ring.half + pleft / 2,
+        (pleft + 1) % 2 * ring.half + pleft.div_ceil(2),
+    );
+    let counts = [wd.div_ceil(2), wd / 2];
     let mut next_row = 0;
     for (oy, dst) in out.chunks_exact_mut(ow).enumerate() {
         let top = (oy * sh) as isize - pt as isize;
-        let rows = (0..kh).map(|i| top + (i * dh) as isize);
         // copy the input rows of the window's span not yet in the ring: a
         // row's slot is `iy mod span`, distinct over any span of rows
         let bottom = top + ring.rows as isize - 1;
         for iy in next_row.max(top).max(0)..(bottom + 1).min(h as isize) {
             let at = (base + iy * g.xs[2]) as usize;
-            let slot = iy as usize % ring.rows * ring.width + pleft;
-            copy_run(s, &mut buf[slot..slot + wd], &g.data[at..at + wd]);
+            let slot = iy as usize % ring.rows * ring.width();
+            if sw == 1 {
+                copy_run(s, &mut buf[slot + pleft..][..wd], &g.data[at..at + wd]);
+                continue;
+            }
+            let (row, src) = (&mut buf[slot..slot + ring.width()], &g.data[at..]);
+            let (first, second) = row.split_at_mut(even_at.max(odd_at));
+            let (even, odd) = match even_at < odd_at {
+                true => (&mut first[even_at..], &mut second[..]),
+                false => (&mut second[..], &mut first[odd_at..]),
+            };
+            direct::split_run(s, src, wd, even, odd);
+            // the split's stores past each phase's columns back to padding
+            // (whole vectors, inside the phase row: `Ring::new`)
+            let reach = wd.div_ceil(2).next_multiple_of(lanes);
+            for (start, count) in [(even_at, counts[0]), (odd_at, counts[1])] {
+                fill_over(s, &mut row[start + count..], reach - count, reduce.init());
+            }
         }
         next_row = next_row.max(bottom + 1);
         let src = buf.as_ptr();
+        // the window's rows inside the input, as offsets of their ring slots
+        // (`iy mod span` from the top row's, no division per row: i·dH < span)
+        let top_slot = top.rem_euclid(ring.rows as isize) as usize;
         let taps = RowTaps {
             src,
-            rows: rows.clone().filter(|&iy| iy >= 0 && iy < h as isize),
+            rows: (0..kh)
+                .filter(|&i| (0..h as isize).contains(&(top + (i * dh) as isize)))
+                .map(|i| {
+                    let slot = top_slot + i * dh;
+                    let slot = if slot >= ring.rows {
+                        slot - ring.rows
+                    } else {
+                        slot
+                    };
+                    slot * ring.width()
+                }),
             ring,
             kw,
             dw,
-            sw,
         };
         let mut first = 0;
         while first < vectors {
-            // CHUNK vectors at a time while the row has them, then one
-            let n = if vectors - first >= CHUNK {
-                let acc: [S::V; CHUNK] = fold_chunk(s, reduce, &taps, first);
-                store_chunk(s, dst, first, &acc);
-                CHUNK
-            } else {
-                let acc: [S::V; 1] = fold_chunk(s, reduce, &taps, first);
-                store_chunk(s, dst, first, &acc);
-                1
+            // CHUNK vectors at a time while the row has them, then fewer
+            first += match vectors - first {
+                CHUNK.. => fold_store::<S, _, CHUNK>(s, reduce, &taps, dst, first),
+                4.. => fold_store::<S, _, 4>(s, reduce, &taps, dst, first),
+                2.. => fold_store::<S, _, 2>(s, reduce, &taps, dst, first),
+                _ => fold_store::<S, _, 1>(s, reduce, &taps, dst, first),
             };
-            first += n;
         }
     }
 }
 
+/// Folds `N` output vectors from vector `first` of the row `dst` and stores
+/// them; returns `N`.
+#[inline(always)]
+fn fold_store<S: Simd, I: Iterator<Item = usize> + Clone, const N: usize>(
+    s: S,
+    reduce: Reduce,
+    taps: &RowTaps<I>,
+    dst: &mut [f32],
+    first: usize,
+) -> usize {
+    let acc: [S::V; N] = fold_chunk(s, reduce, taps, first);
+    store_chunk(s, dst, first, &acc);
+    N
+}
+
 /// The taps of one output row on the row path: its window's rows inside the
-/// input, `kW` columns each.
+/// input (their offsets in the ring), `kW` columns each.
 struct RowTaps<'a, I> {
     src: *const f32,
     rows: I,
     ring: &'a Ring,
     kw: usize,
     dw: usize,
-    sw: usize,
 }
 
 /// The folds of `N` output vectors from vector `first` of a row, over the
 /// taps in `(i, j)` order.
 #[inline(always)]
-fn fold_chunk<S: Simd, I: Iterator<Item = isize> + Clone, const N: usize>(
+fn fold_chunk<S: Simd, I: Iterator<Item = usize> + Clone, const N: usize>(
     s: S,
     reduce: Reduce,
     taps: &RowTaps<I>,
     first: usize,
 ) -> [S::V; N] {
-    let (lanes, sw) = (S::LANES, taps.sw);
+    let lanes = S::LANES;
     let mut acc = [s.splat(reduce.init()); N];
-    for iy in taps.rows.clone() {
-        let row = iy as usize % taps.ring.rows * taps.ring.width + sw * first * lanes;
+    for offset in taps.rows.clone() {
+        let row = offset + first * lanes;
         for j in 0..taps.kw {
-            let tap = row + j * taps.dw;
+            let tap = row + taps.ring.tap(j * taps.dw);
             for (v, acc) in acc.iter_mut().enumerate() {
-                let at = tap + sw * v * lanes;
-                // SAFETY: at + sw·lanes ≤ the row's end (`pool_rows`' invariant).
-                let x = unsafe {
-                    if sw == 2 {
-                        let p = taps.src.add(at);
-                        s.deinterleave(s.load(p), s.load(p.add(lanes))).0
-                    } else {
-                        s.load(taps.src.add(at))
-                    }
-                };
+                // SAFETY: tap + (v + 1)·lanes ≤ the phase row's end (`pool_rows`'
+                // invariant).
+                let x = unsafe { s.load(taps.src.add(tap + v * lanes)) };
                 *acc = fold_tap(s, reduce, *acc, x);
             }
         }

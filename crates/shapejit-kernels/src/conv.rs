@@ -455,7 +455,7 @@ pub fn conv2d(
             )));
         }
         if depthwise::applies(cg, mg) {
-            let channels = depthwise::Channels {
+            let channels = direct::Channels {
                 w,
                 bias,
                 activation,
@@ -720,17 +720,27 @@ fn pad_phases<S: Simd>(s: S, padded: &mut [f32], g: &ConvGeom, base: isize, [ph,
 pub(super) fn copy_run<S: Simd>(s: S, dst: &mut [f32], src: &[f32]) {
     let n = dst.len();
     assert_eq!(n, src.len());
-    let (d, from) = (dst.as_mut_ptr(), src.as_ptr());
-    let mut t = 0;
-    while t + S::LANES <= n {
-        // SAFETY: t + LANES ≤ n, the length of both slices.
-        unsafe { s.store(d.add(t), s.load(from.add(t))) };
-        t += S::LANES;
-    }
+    let t = copy_vectors(s, dst, src, n);
     if t < n {
+        let (d, from) = (dst.as_mut_ptr(), src.as_ptr());
         // SAFETY: n − t < LANES elements from t lie in both slices.
         unsafe { s.store_tail(d.add(t), n - t, s.load_tail(from.add(t), n - t)) };
     }
+}
+
+/// Copies the whole vectors of `src[..n]` into `dst` (both hold `n`); returns
+/// where the partial vector left over starts.
+#[inline(always)]
+fn copy_vectors<S: Simd>(s: S, dst: &mut [f32], src: &[f32], n: usize) -> usize {
+    assert!(dst.len() >= n && src.len() >= n);
+    let (d, from) = (dst.as_mut_ptr(), src.as_ptr());
+    let mut t = 0;
+    while t + S::LANES <= n {
+        // SAFETY: t + LANES ≤ n, within both slices.
+        unsafe { s.store(d.add(t), s.load(from.add(t))) };
+        t += S::LANES;
+    }
+    t
 }
 
 /// `dst[..n] = src[..n]` a vector at a time, the last, partial vector stored
@@ -741,14 +751,9 @@ pub(super) fn copy_run<S: Simd>(s: S, dst: &mut [f32], src: &[f32]) {
 #[inline(always)]
 pub(super) fn copy_over<S: Simd>(s: S, dst: &mut [f32], src: &[f32], n: usize) {
     assert!(dst.len() >= n.next_multiple_of(S::LANES) && src.len() >= n);
-    let (d, from) = (dst.as_mut_ptr(), src.as_ptr());
-    let mut t = 0;
-    while t + S::LANES <= n {
-        // SAFETY: t + LANES ≤ n, within both slices.
-        unsafe { s.store(d.add(t), s.load(from.add(t))) };
-        t += S::LANES;
-    }
+    let t = copy_vectors(s, dst, src, n);
     if t < n {
+        let (d, from) = (dst.as_mut_ptr(), src.as_ptr());
         // SAFETY: `dst` holds n rounded up to the lanes; the load reads inside
         // `src` (whole where it holds the vector, else its n − t floats).
         unsafe {

@@ -16,10 +16,9 @@
 //! taps in `(i, j)` order on AVX2 and AVX-512, separately rounded products on
 //! the scalar path; padding reads as 0; every read lies inside the planes.
 
-use super::direct::{self, Planes};
+use super::direct::{self, Channels, Planes};
 use super::{ConvGeom, copy_rows};
 use crate::cpu::{self, Level};
-use crate::packed::Activation;
 use crate::simd::vector::{Scalar, Simd};
 
 /// Vectors of positions summed together: 8 accumulators, a broadcast weight
@@ -39,18 +38,10 @@ pub(super) fn scratch_len(pl: &Planes, taps: usize) -> usize {
     pl.scratch_len(1, 2).saturating_add(taps)
 }
 
-/// The convolution's weights and what it does besides the window.
-pub(super) struct Channels<'a> {
-    /// `[C, kH·kW]`, row-major
-    pub w: &'a [f32],
-    /// `C` biases (none: 0)
-    pub bias: Option<&'a [f32]>,
-    pub activation: Option<Activation>,
-}
-
 /// Every output plane of `out` (`N · C` planes of `OH·OW`, channel `c` of image
-/// `n` at `n·C + c`, `C = groups`) from the input channel it reads; `scratch`
-/// holds [`scratch_len`] floats.
+/// `n` at `n·C + c`, `C = groups`) from the input channel it reads, with the
+/// `C` channels' `[C, kH·kW]` weights of `ch`; `scratch` holds [`scratch_len`]
+/// floats.
 pub(super) fn conv(
     out: &mut [f32],
     g: &ConvGeom,

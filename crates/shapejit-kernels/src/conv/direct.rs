@@ -416,7 +416,8 @@ fn load_part<S: Simd>(s: S, src: &[f32], t: usize, n: usize) -> S::V {
     }
 }
 
-/// The output channels of one group on the direct path.
+/// The output channels of one group on the direct path (or every channel on
+/// the depthwise path).
 pub(super) struct Channels<'a> {
     /// their `[M, Cg·kH·kW]` weights, row-major
     pub w: &'a [f32],

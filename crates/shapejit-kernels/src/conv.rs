@@ -753,16 +753,27 @@ pub(super) fn copy_over<S: Simd>(s: S, dst: &mut [f32], src: &[f32], n: usize) {
     assert!(dst.len() >= n.next_multiple_of(S::LANES) && src.len() >= n);
     let t = copy_vectors(s, dst, src, n);
     if t < n {
-        let (d, from) = (dst.as_mut_ptr(), src.as_ptr());
-        // SAFETY: `dst` holds n rounded up to the lanes; the load reads inside
-        // `src` (whole where it holds the vector, else its n − t floats).
-        unsafe {
-            let v = match src.len() >= t + S::LANES {
-                true => s.load(from.add(t)),
-                false => s.load_tail(from.add(t), n - t),
-            };
-            s.store(d.add(t), v)
-        };
+        let v = load_part(s, src, t, n - t);
+        // SAFETY: `dst` holds n rounded up to the lanes.
+        unsafe { s.store(dst.as_mut_ptr().add(t), v) };
+    }
+}
+
+/// The first `min(n, lanes)` floats of `src` from `t`, the other lanes read
+/// past them where `src` holds a whole vector there (a plain load), else 0.
+#[inline(always)]
+pub(super) fn load_part<S: Simd>(s: S, src: &[f32], t: usize, n: usize) -> S::V {
+    if n == 0 {
+        return s.splat(0.0);
+    }
+    assert!(t + n.min(S::LANES) <= src.len());
+    // SAFETY: the lanes read lie in `src` (whole when it holds them, else the
+    // first n < LANES, asserted).
+    unsafe {
+        match src.len() >= t + S::LANES {
+            true => s.load(src.as_ptr().add(t)),
+            false => s.load_tail(src.as_ptr().add(t), n),
+        }
     }
 }
 

@@ -117,8 +117,7 @@ impl Job<'_> {
         let taps = self.offsets.len();
         let (planes, sums) = work.split_at_mut(pl.scratch_len(1, 0));
         let n_q = pl.n_q();
-        let (sums, previous) = sums[..2 * n_q].split_at_mut(n_q);
-        let (mut sums, mut previous) = (sums, previous);
+        let (mut sums, mut previous) = sums[..2 * n_q].split_at_mut(n_q);
         // every load, `offset + q + lanes` with `q + lanes ≤ n_q`, lies in the planes
         assert!(
             self.offsets

@@ -36,7 +36,7 @@
 //! path, whatever the walk, the block of channels it is computed in, or the
 //! range of channels of the call.
 
-use super::{ConvGeom, Window, copy_over, copy_rows, fill_over, fill_run, gather_run};
+use super::{ConvGeom, Window, copy_over, copy_rows, fill_over, fill_run, gather_run, load_part};
 use crate::cpu::{self, Level};
 use crate::packed::Activation;
 use crate::simd::vector::{Scalar, Simd};
@@ -274,23 +274,16 @@ pub(super) fn fill_planes<S: Simd>(
                     fill_over(s, row, lo, pad);
                     if step == 1 {
                         copy_over(s, &mut row[lo..], &g.data[at as usize..], hi - lo);
-                        fill_over(s, &mut row[hi..], pl.cols - hi, pad);
-                        continue;
-                    }
-                    fill_over(s, &mut row[hi..], pl.cols - hi, pad);
-                    let dst = &mut row[lo..hi];
-                    if step > 1 {
-                        let step = step as usize;
-                        gather_run(
-                            dst,
-                            &g.data[at as usize..][..(dst.len() - 1) * step + 1],
-                            step,
-                        );
+                    } else if step > 1 {
+                        let (dst, step) = (&mut row[lo..hi], step as usize);
+                        let reach = (dst.len() - 1) * step + 1;
+                        gather_run(dst, &g.data[at as usize..][..reach], step);
                     } else {
-                        for (t, d) in dst.iter_mut().enumerate() {
+                        for (t, d) in row[lo..hi].iter_mut().enumerate() {
                             *d = g.data[(at + t as isize * step) as usize];
                         }
                     }
+                    fill_over(s, &mut row[hi..], pl.cols - hi, pad);
                 }
                 fill_run(s, &mut plane[grid..], pad);
             }
@@ -343,15 +336,11 @@ fn split_rows<S: Simd>(
         }
         let line = (base + c as isize * g.xs[1] + iy * g.xs[2]) as usize;
         let src = &g.data[line..];
-        let ev = even_plane + y * cols + even_at;
-        let od = odd_plane + y * cols + odd_at;
-        // the even plane's row and the odd one's, each to the end of its plane
-        let (first, second) = planes.split_at_mut(ev.max(od));
-        let (even, odd) = match ev < od {
-            true => (&mut first[ev..], &mut second[..]),
-            false => (&mut second[..], &mut first[od..]),
-        };
-        split_run(s, src, wd, even, odd);
+        let rows = [
+            even_plane + y * cols + even_at,
+            odd_plane + y * cols + odd_at,
+        ];
+        split_run(s, src, wd, planes, rows);
         for &(start, _, hi) in &spans {
             let row = &mut planes[start + y * cols..start + pl.len];
             fill_over(s, &mut row[hi..], cols - hi, pad);
@@ -362,15 +351,24 @@ fn split_rows<S: Simd>(
     }
 }
 
-/// Splits the first `wd` floats of `src` into its even columns, stored from
-/// `even[0]`, and its odd ones, from `odd[0]`, as whole vectors: each of `even`
-/// and `odd` takes `⌈wd/2⌉` rounded up to the lanes, the floats past its
-/// columns left for the caller to overwrite (input past the run, or 0).
+/// Splits the first `wd` floats of `src` into its even columns, stored in
+/// `dst` from `even_at`, and its odd ones, from `odd_at`, as whole vectors:
+/// each takes `⌈wd/2⌉` rounded up to the lanes, the floats past its columns
+/// left for the caller to overwrite (input past the run, or 0).
 #[inline(always)]
-pub(super) fn split_run<S: Simd>(s: S, src: &[f32], wd: usize, even: &mut [f32], odd: &mut [f32]) {
+pub(super) fn split_run<S: Simd>(
+    s: S,
+    src: &[f32],
+    wd: usize,
+    dst: &mut [f32],
+    [even_at, odd_at]: [usize; 2],
+) {
     let reach = wd.div_ceil(2).next_multiple_of(S::LANES);
-    assert!(src.len() >= wd && even.len() >= reach && odd.len() >= reach);
-    let (to_even, to_odd) = (even.as_mut_ptr(), odd.as_mut_ptr());
+    assert!(src.len() >= wd && even_at.max(odd_at) + reach <= dst.len());
+    let (to_even, to_odd) = (
+        dst.as_mut_ptr().wrapping_add(even_at),
+        dst.as_mut_ptr().wrapping_add(odd_at),
+    );
     let mut i = 0;
     while 2 * (i + S::LANES) <= wd {
         // SAFETY: columns 2i .. 2i + 2·LANES lie in `src`; the stores end by
@@ -394,24 +392,6 @@ pub(super) fn split_run<S: Simd>(s: S, src: &[f32], wd: usize, even: &mut [f32],
         unsafe {
             s.store(to_even.add(i), e);
             s.store(to_odd.add(i), o);
-        }
-    }
-}
-
-/// The first `min(n, lanes)` floats of `src` from `t`, the other lanes read
-/// past them where `src` holds a whole vector there (a plain load), else 0.
-#[inline(always)]
-fn load_part<S: Simd>(s: S, src: &[f32], t: usize, n: usize) -> S::V {
-    if n == 0 {
-        return s.splat(0.0);
-    }
-    assert!(t + n.min(S::LANES) <= src.len());
-    // SAFETY: the lanes read lie in `src` (whole when it holds them, else the
-    // first n < LANES, asserted).
-    unsafe {
-        match src.len() >= t + S::LANES {
-            true => s.load(src.as_ptr().add(t)),
-            false => s.load_tail(src.as_ptr().add(t), n),
         }
     }
 }

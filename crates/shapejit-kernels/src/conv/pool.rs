@@ -312,13 +312,8 @@ fn pool_rows<S: Simd>(
                 copy_run(s, &mut buf[slot + pleft..][..wd], &g.data[at..at + wd]);
                 continue;
             }
-            let (row, src) = (&mut buf[slot..slot + ring.width()], &g.data[at..]);
-            let (first, second) = row.split_at_mut(even_at.max(odd_at));
-            let (even, odd) = match even_at < odd_at {
-                true => (&mut first[even_at..], &mut second[..]),
-                false => (&mut second[..], &mut first[odd_at..]),
-            };
-            direct::split_run(s, src, wd, even, odd);
+            let row = &mut buf[slot..slot + ring.width()];
+            direct::split_run(s, &g.data[at..], wd, row, [even_at, odd_at]);
             // the split's stores past each phase's columns back to padding
             // (whole vectors, inside the phase row: `Ring::new`)
             let reach = wd.div_ceil(2).next_multiple_of(lanes);
